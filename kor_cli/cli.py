@@ -1,0 +1,178 @@
+"""Command line: parse arguments, call the library, print. No torch import at module load."""
+
+from __future__ import annotations
+
+import sys
+
+import typer
+
+from kor_cli.console import emit_json, emit_text, run_guarded, warn
+from kor_cli.errors import EXIT_INVALID, EXIT_OK, InputError
+
+EXIT_CODES = """\
+Exit codes: 0 valid record · 1 no valid record · 2 usage, schema or input error ·
+4 model failed to load · 130 interrupted."""
+
+app = typer.Typer(
+    name="kor-cli",
+    help=(
+        "Extract structured records from text with a local language model.\n\n"
+        "Schemas are YAML (Kor-like), JSON Schema or a Pydantic class; prompts follow Kor's "
+        "layout. Data goes to stdout as JSON, messages to stderr.\n\n"
+        "Examples:\n\n"
+        "  kor-cli schema show schemas/person.yaml --as typescript\n\n"
+        "  kor-cli prompt schemas/person.yaml samples/person.txt\n\n"
+        "  kor-cli extract schemas/person.yaml samples/person.txt -m ./my-model --mode prompt\n\n"
+        + EXIT_CODES
+    ),
+    no_args_is_help=True,
+    add_completion=False,
+    rich_markup_mode=None,
+    pretty_exceptions_enable=False,
+)
+schema_app = typer.Typer(
+    help="Inspect schemas.\n\nExample: kor-cli schema show schemas/receipt.yaml --as json-schema",
+    no_args_is_help=True,
+)
+app.add_typer(schema_app, name="schema")
+
+SCHEMA_HELP = "Schema: file.yaml | file.json | path/to/file.py:Class | package.module:Class"
+INPUT_HELP = "Input text file, or '-' for stdin (the default)."
+
+
+def _stdin_or(path: str) -> str:
+    if path == "-" and sys.stdin.isatty():
+        raise InputError("no input text: pass a file or pipe text on stdin")
+    from kor_cli.inputs import read_text
+
+    return read_text(path)
+
+
+@app.callback()
+def main(
+    version: bool = typer.Option(False, "--version", help="Print the version and exit."),
+) -> None:
+    """kor-cli root options."""
+    if version:
+        from kor_cli import __version__
+
+        emit_text(__version__)
+        raise typer.Exit(EXIT_OK)
+
+
+@schema_app.command("show")
+def schema_show(
+    schema: str = typer.Argument(..., help=SCHEMA_HELP),
+    as_: str = typer.Option(
+        "typescript", "--as", help="Output form: typescript | json-schema.", metavar="FORM"
+    ),
+) -> None:
+    """Print a schema as Kor's TypeScript block or as JSON Schema.
+
+    Example: kor-cli schema show schemas/person.yaml --as json-schema
+    """
+
+    def action() -> None:
+        from kor_cli.errors import UsageError
+        from kor_cli.schema import load_schema
+
+        loaded = load_schema(schema)
+        if as_ == "typescript":
+            emit_text(loaded.typescript())
+        elif as_ == "json-schema":
+            emit_json(loaded.json_schema(), indent=2)
+        else:
+            raise UsageError(f"--as must be typescript or json-schema, not {as_!r}")
+
+    run_guarded(action)
+
+
+@app.command("prompt")
+def prompt_cmd(
+    schema: str = typer.Argument(..., help=SCHEMA_HELP),
+    input_path: str = typer.Argument("-", metavar="[INPUT|-]", help=INPUT_HELP),
+    template: str | None = typer.Option(None, "--template", help="Instruction template file."),
+    input_formatter: str = typer.Option(
+        "none", "--input-formatter", help="none | triple_quotes | text_prefix (as in Kor)."
+    ),
+) -> None:
+    """Print the exact extraction prompt for a text, without loading a model.
+
+    Example: kor-cli prompt schemas/person.yaml samples/person.txt
+    """
+
+    def action() -> None:
+        from kor_cli.prompt import load_template, render_prompt
+        from kor_cli.schema import load_schema
+
+        loaded = load_schema(schema)
+        text = _stdin_or(input_path)
+        template_text = load_template(template) if template else None
+        emit_text(
+            render_prompt(loaded, text, template=template_text, input_formatter=input_formatter)
+        )
+
+    run_guarded(action)
+
+
+@app.command("extract", epilog=EXIT_CODES)
+def extract_cmd(
+    schema: str = typer.Argument(..., help=SCHEMA_HELP),
+    input_path: str = typer.Argument("-", metavar="[INPUT|-]", help=INPUT_HELP),
+    model: str | None = typer.Option(
+        None, "-m", "--model", help="Local model folder or hub id (env KOR_CLI_MODEL)."
+    ),
+    mode: str = typer.Option(
+        "prompt", "--mode", help="prompt (Kor's approach: ask, parse, validate)."
+    ),
+    max_tokens: int = typer.Option(256, "--max-tokens", min=1, help="Most tokens to generate."),
+    temperature: float = typer.Option(0.0, "--temperature", min=0.0, help="0 = greedy."),
+    top_k: int = typer.Option(0, "--top-k", min=0, help="Sample from the k best (0 = off)."),
+    top_p: float = typer.Option(1.0, "--top-p", min=0.0, max=1.0, help="Nucleus sampling."),
+    seed: int | None = typer.Option(None, "--seed", help="Random seed for sampling."),
+    chat: bool | None = typer.Option(
+        None, "--chat/--no-chat", help="Apply the chat template (default: when the model has one)."
+    ),
+    device: str = typer.Option("auto", "--device", help="auto | cpu | cuda | cuda:N."),
+    dtype: str = typer.Option("auto", "--dtype", help="auto | float32 | bfloat16 | float16."),
+    template: str | None = typer.Option(None, "--template", help="Instruction template file."),
+    input_formatter: str = typer.Option(
+        "none", "--input-formatter", help="none | triple_quotes | text_prefix (as in Kor)."
+    ),
+    pretty: bool = typer.Option(False, "--pretty", help="Indent the JSON result."),
+) -> None:
+    """Extract one record from a text and print the JSON result.
+
+    The result has data, valid, errors, raw, finish_reason, mode, tokens, forward_passes,
+    forced_tokens and seconds.
+
+    Example: kor-cli extract schemas/person.yaml samples/person.txt -m ./my-model
+    """
+
+    def action() -> int:
+        from kor_cli.decode import SamplingOptions
+        from kor_cli.extract import ExtractOptions, Extractor
+        from kor_cli.models import load_model
+        from kor_cli.prompt import load_template
+        from kor_cli.schema import load_schema
+
+        loaded_schema = load_schema(schema)
+        text = _stdin_or(input_path)
+        options = ExtractOptions(
+            mode=mode,  # type: ignore[arg-type]
+            sampling=SamplingOptions(
+                temperature=temperature, top_k=top_k, top_p=top_p, seed=seed,
+                max_new_tokens=max_tokens,
+            ),
+            chat=chat,
+            template=load_template(template) if template else None,
+            input_formatter=input_formatter,
+        )
+        loaded_model = load_model(model, device=device, dtype=dtype)
+        result = Extractor(loaded_schema, loaded_model, options).extract(text)
+        emit_json(result.to_dict(), indent=2 if pretty else None)
+        if not result.valid:
+            warn("no valid record: " + "; ".join(result.errors[:3]))
+        return EXIT_OK if result.valid else EXIT_INVALID
+
+    raise typer.Exit(run_guarded(action))

@@ -1,0 +1,102 @@
+"""One record: prompt → decode → parse → validate → ExtractResult."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+from kor_cli.decode import Decoder, SamplingOptions
+from kor_cli.errors import UsageError
+from kor_cli.models import LoadedModel, encode_prompt
+from kor_cli.parse import ParseFailure, parse_prompt_output
+from kor_cli.prompt import render_prompt
+from kor_cli.schema import Schema
+from kor_cli.validate import validate_record
+
+Mode = Literal["prompt", "constrained"]
+MODES: tuple[str, ...] = ("prompt", "constrained")
+
+
+@dataclass(frozen=True)
+class ExtractOptions:
+    """Everything that shapes one extraction besides schema, model and text."""
+
+    mode: Mode = "prompt"
+    sampling: SamplingOptions = field(default_factory=SamplingOptions)
+    chat: bool | None = None
+    template: str | None = None
+    input_formatter: str = "none"
+
+
+@dataclass
+class ExtractResult:
+    """The JSON result printed per record (see README, "Result format")."""
+
+    data: Any
+    valid: bool
+    errors: list[str]
+    raw: str
+    finish_reason: str
+    mode: str
+    tokens: int
+    forward_passes: int
+    forced_tokens: int
+    seconds: float
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["seconds"] = round(self.seconds, 4)
+        return out
+
+
+class Extractor:
+    """Extracts records for one schema with one loaded model (reused across texts)."""
+
+    def __init__(self, schema: Schema, loaded: LoadedModel, options: ExtractOptions) -> None:
+        if options.mode not in MODES:
+            raise UsageError(f"unknown mode {options.mode!r}; choose {' or '.join(MODES)}")
+        if options.mode == "constrained":
+            raise UsageError("constrained mode is not available yet; use --mode prompt")
+        self.schema = schema
+        self.loaded = loaded
+        self.options = options
+        self.decoder = Decoder(loaded)
+        self.model_class = schema.pydantic_model()
+
+    def prompt_ids(self, text: str) -> list[int]:
+        prompt = render_prompt(
+            self.schema,
+            text,
+            template=self.options.template,
+            input_formatter=self.options.input_formatter,
+        )
+        return encode_prompt(self.loaded, prompt, chat=self.options.chat)
+
+    def extract(self, text: str) -> ExtractResult:
+        decoded = self.decoder.generate(
+            self.prompt_ids(text), self.options.sampling, stop_strings=("</json>",)
+        )
+        data: Any = None
+        errors: list[str] = []
+        try:
+            data = parse_prompt_output(decoded.text, self.schema.root.id)
+        except ParseFailure as failure:
+            errors.append(f"parse: {failure}")
+            if decoded.finish_reason == "length":
+                errors.append("output truncated at --max-tokens before the record was complete")
+        if data is not None:
+            validated, problems = validate_record(self.model_class, data)
+            errors.extend(f"schema: {p}" for p in problems)
+            data = validated if not problems else data
+        return ExtractResult(
+            data=data,
+            valid=not errors,
+            errors=errors,
+            raw=decoded.text,
+            finish_reason=decoded.finish_reason,
+            mode=self.options.mode,
+            tokens=decoded.tokens,
+            forward_passes=decoded.forward_passes,
+            forced_tokens=decoded.forced_tokens,
+            seconds=decoded.seconds,
+        )

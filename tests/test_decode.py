@@ -1,0 +1,94 @@
+"""The decode loop on a tiny random-weight Llama with a real SentencePiece tokenizer."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+from kor_cli.decode import Decoder, SamplingOptions
+from kor_cli.models import LoadedModel, encode_prompt, load_model
+from kor_cli.testing import build_tiny_model, load_offline_tokenizer
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory: pytest.TempPathFactory) -> LoadedModel:
+    folder = tmp_path_factory.mktemp("tiny-model")
+    build_tiny_model(load_offline_tokenizer("mistral-sp"), folder)
+    return load_model(str(folder))
+
+
+class ScriptedConstraint:
+    """Allows exactly one token sequence; forces the rest after the first token."""
+
+    def __init__(self, ids: list[int], vocab_size: int, force: bool) -> None:
+        self.ids, self.vocab_size, self.force, self.pos = ids, vocab_size, force, 0
+
+    def mask(self, device: Any) -> torch.Tensor:
+        allowed = torch.zeros(self.vocab_size, dtype=torch.bool, device=device)
+        allowed[self.ids[self.pos] if self.pos < len(self.ids) else 2] = True
+        return allowed
+
+    def advance(self, token_id: int) -> None:
+        assert token_id == (self.ids[self.pos] if self.pos < len(self.ids) else 2)
+        self.pos += 1
+
+    def forced_tokens(self) -> list[int]:
+        if not self.force:
+            return []
+        rest, self.pos = self.ids[self.pos :], len(self.ids)
+        return rest
+
+    @property
+    def finished(self) -> bool:
+        return self.pos > len(self.ids)
+
+
+def test_greedy_is_deterministic_and_reports_length(tiny: LoadedModel) -> None:
+    ids = encode_prompt(tiny, "Input: hello\nOutput:", chat=False)
+    first = Decoder(tiny).generate(ids, SamplingOptions(max_new_tokens=12))
+    second = Decoder(tiny).generate(ids, SamplingOptions(max_new_tokens=12))
+    assert first.token_ids == second.token_ids
+    if first.finish_reason == "length":
+        assert first.tokens == 12
+    assert first.forward_passes == first.tokens + (0 if first.finish_reason == "stop" else -1) + 1
+
+
+def test_seeded_sampling_is_reproducible(tiny: LoadedModel) -> None:
+    ids = encode_prompt(tiny, "Input: hello\nOutput:", chat=False)
+    options = SamplingOptions(temperature=1.0, top_k=50, top_p=0.9, seed=7, max_new_tokens=10)
+    runs = [Decoder(tiny).generate(ids, options).token_ids for _ in range(2)]
+    assert runs[0] == runs[1]
+
+
+@pytest.mark.parametrize("force", [False, True])
+def test_constraint_masks_and_stop_string_ends(tiny: LoadedModel, force: bool) -> None:
+    target = tiny.tokenizer('<json>{"a": 1}</json> trailing', add_special_tokens=False)["input_ids"]
+    constraint = ScriptedConstraint(target, tiny.vocab_size, force)
+    ids = encode_prompt(tiny, "Output:", chat=False)
+    result = Decoder(tiny).generate(
+        ids, SamplingOptions(max_new_tokens=64), stop_strings=("</json>",), constraint=constraint
+    )
+    assert result.finish_reason == "stop"
+    assert result.text == '<json>{"a": 1}</json>'
+    if force:
+        assert result.forced_tokens == len(target) - 1
+        assert result.forward_passes == 1  # prompt only: everything after token 1 was forced
+    else:
+        assert result.forced_tokens == 0
+
+
+def test_stop_token_ends_generation(tiny: LoadedModel) -> None:
+    constraint = ScriptedConstraint([], tiny.vocab_size, force=False)
+    result = Decoder(tiny).generate(
+        encode_prompt(tiny, "x", chat=False), SamplingOptions(), constraint=constraint
+    )
+    assert (result.finish_reason, result.tokens, result.text) == ("stop", 0, "")
+
+
+def test_loaded_model_facts(tiny: LoadedModel, tmp_path: Path) -> None:
+    assert tiny.stop_ids == (2,)
+    assert tiny.vocab_size == 32768
+    assert tiny.device.type in ("cpu", "cuda")
