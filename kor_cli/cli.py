@@ -48,16 +48,21 @@ def _stdin_or(path: str) -> str:
     return read_text(path)
 
 
-@app.callback()
-def main(
-    version: bool = typer.Option(False, "--version", help="Print the version and exit."),
-) -> None:
-    """kor-cli root options."""
-    if version:
+def _print_version(value: bool) -> None:
+    if value:
         from kor_cli import __version__
 
         emit_text(__version__)
         raise typer.Exit(EXIT_OK)
+
+
+@app.callback()
+def main(
+    version: bool = typer.Option(
+        False, "--version", callback=_print_version, is_eager=True, help="Print the version."
+    ),
+) -> None:
+    """kor-cli root options."""
 
 
 @schema_app.command("show")

@@ -1,0 +1,37 @@
+"""`kor-cli --help` explains itself and never imports torch."""
+
+import subprocess
+import sys
+
+from typer.testing import CliRunner
+
+from kor_cli.cli import app
+
+runner = CliRunner()
+
+
+def test_help_does_not_import_torch() -> None:
+    code = (
+        "import sys\n"
+        "from typer.testing import CliRunner\n"
+        "from kor_cli.cli import app\n"
+        "for args in (['--help'], ['extract', '--help'], ['schema', 'show', '--help']):\n"
+        "    assert CliRunner().invoke(app, args).exit_code == 0, args\n"
+        "print('torch' in sys.modules, 'transformers' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False False"
+
+
+def test_help_lists_commands_and_exit_codes() -> None:
+    result = runner.invoke(app, ["--help"])
+    assert result.exit_code == 0
+    for word in ("extract", "prompt", "schema", "Exit codes"):
+        assert word in result.output
+    extract_help = runner.invoke(app, ["extract", "--help"]).output
+    assert "--max-tokens" in extract_help and "4 model failed to load" in extract_help
+
+
+def test_version() -> None:
+    result = runner.invoke(app, ["--version"])
+    assert result.exit_code == 0 and result.output.strip() == "0.1.0"
