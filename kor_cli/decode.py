@@ -1,14 +1,17 @@
-"""The generation loop: KV cache, optional token masking, sampling, stop conditions.
+"""The generation loop: KV cache, batching, optional token masking, sampling, stops.
 
-One forward pass per step. A `Constraint` (the grammar matcher adapter) may mask the
-logits before temperature/top-k/top-p, and may force tokens (jump-forward) that are fed
-in a single extra forward pass. Without a constraint this is plain prompt-only decoding.
+Every step runs one forward pass for all active rows of a batch (left-padded prompts,
+attention mask, explicit positions). A `Constraint` per row (the grammar adapter) masks
+the logits before temperature/top-k/top-p and may force tokens (jump-forward); forced
+tokens ride along in the row's next forward pass instead of costing passes of their own.
+Rows whose step is shorter are right-padded with masked positions, so rows finish and
+jump independently. Without constraints this is plain prompt-only decoding.
 """
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from kor_cli.models import LoadedModel
@@ -55,46 +58,51 @@ class DecodeResult:
     seconds: float
 
 
+@dataclass
+class _Row:
+    constraint: Constraint | None
+    output: list[int] = field(default_factory=list)
+    finish: str | None = None
+    passes: int = 1
+    forced: int = 0
+    seconds: float = 0.0
+
+
 def _filter_logits(logits: Any, top_k: int, top_p: float) -> Any:
+    """Top-k then nucleus filtering on a [B, V] tensor."""
     import torch
 
-    if top_k > 0 and top_k < logits.shape[-1]:
-        kth = torch.topk(logits, top_k).values[-1]
+    if 0 < top_k < logits.shape[-1]:
+        kth = torch.topk(logits, top_k, dim=-1).values[:, -1:]
         logits = logits.masked_fill(logits < kth, float("-inf"))
     if top_p < 1.0:
-        sorted_logits, order = torch.sort(logits, descending=True)
-        cumulative = torch.softmax(sorted_logits, dim=-1).cumsum(dim=-1)
-        drop_sorted = cumulative - torch.softmax(sorted_logits, dim=-1) > top_p
-        drop = torch.zeros_like(drop_sorted).scatter(0, order, drop_sorted)
+        sorted_logits, order = torch.sort(logits, descending=True, dim=-1)
+        probs = torch.softmax(sorted_logits, dim=-1)
+        drop_sorted = probs.cumsum(dim=-1) - probs > top_p
+        drop = torch.zeros_like(drop_sorted).scatter(-1, order, drop_sorted)
         logits = logits.masked_fill(drop, float("-inf"))
     return logits
 
 
-def choose_token(logits: Any, options: SamplingOptions, generator: Any) -> int:
-    """Argmax at temperature 0, else sample from the tempered, filtered distribution."""
+def choose_tokens(logits: Any, options: SamplingOptions, generator: Any) -> list[int]:
+    """Argmax per row at temperature 0, else sample from the tempered, filtered rows."""
     import torch
 
     if options.temperature <= 0:
-        return int(torch.argmax(logits))
+        return torch.argmax(logits, dim=-1).tolist()
     logits = _filter_logits(logits / options.temperature, options.top_k, options.top_p)
     probs = torch.softmax(logits, dim=-1)
-    return int(torch.multinomial(probs, 1, generator=generator))
+    return torch.multinomial(probs, 1, generator=generator).squeeze(-1).tolist()
 
 
 class Decoder:
-    """Runs generation for one prompt at a time on a loaded model."""
+    """Runs generation on a loaded model, one prompt or a batch of prompts at a time."""
 
     def __init__(self, loaded: LoadedModel) -> None:
         self.loaded = loaded
-
-    def _forward(self, ids: list[int], cache: Any) -> tuple[Any, Any]:
-        import torch
-
-        input_ids = torch.tensor([ids], dtype=torch.long, device=self.loaded.device)
-        out = self.loaded.model(
-            input_ids=input_ids, past_key_values=cache, use_cache=True, logits_to_keep=1
-        )
-        return out.logits[0, -1].float(), out.past_key_values
+        tokenizer = loaded.tokenizer
+        pad = getattr(tokenizer, "pad_token_id", None)
+        self.pad_id = pad if pad is not None else (loaded.stop_ids or (0,))[0]
 
     def generate(
         self,
@@ -104,58 +112,147 @@ class Decoder:
         stop_strings: tuple[str, ...] = (),
         constraint: Constraint | None = None,
     ) -> DecodeResult:
+        """Generate for one prompt."""
+        return self.generate_batch(
+            [prompt_ids], options, stop_strings=stop_strings, constraints=[constraint]
+        )[0]
+
+    def generate_batch(
+        self,
+        prompts: list[list[int]],
+        options: SamplingOptions,
+        *,
+        stop_strings: tuple[str, ...] = (),
+        constraints: list[Constraint | None] | None = None,
+    ) -> list[DecodeResult]:
+        """Generate for several prompts at once; rows finish independently."""
         import torch
 
         started = time.perf_counter()
-        tokenizer = self.loaded.tokenizer
-        stop_ids = set(self.loaded.stop_ids)
+        device = self.loaded.device
+        rows = [_Row(c) for c in (constraints or [None] * len(prompts))]
         generator = None
         if options.seed is not None:
-            generator = torch.Generator(device=self.loaded.device).manual_seed(options.seed)
-        output: list[int] = []
-        forced_count = 0
-        passes = 1
-        finish = "length"
+            generator = torch.Generator(device=device).manual_seed(options.seed)
+        width = max(len(p) for p in prompts)
+        ids = [[self.pad_id] * (width - len(p)) + p for p in prompts]
+        attention = torch.tensor(
+            [[0] * (width - len(p)) + [1] * len(p) for p in prompts], device=device
+        )
+        positions = (attention.cumsum(-1) - 1).clamp(min=0)
+        next_position = attention.sum(-1)
         with torch.inference_mode():
-            logits, cache = self._forward(prompt_ids, None)
-            while len(output) < options.max_new_tokens:
-                if constraint is not None:
-                    allowed = constraint.mask(logits.device)
-                    logits = logits.masked_fill(~allowed[: logits.shape[-1]], float("-inf"))
-                token = choose_token(logits, options, generator)
-                if constraint is not None:
-                    constraint.advance(token)
-                if token in stop_ids or (constraint is not None and constraint.finished):
-                    finish = "stop"
-                    if token not in stop_ids:
-                        output.append(token)
+            logits, cache = self._forward(ids, attention, positions, None, [width] * len(rows))
+            while True:
+                steps = self._advance_rows(rows, logits, options, generator, stop_strings, started)
+                if all(row.finish for row in rows):
                     break
-                output.append(token)
-                step_ids = [token]
-                if constraint is not None:
-                    forced = constraint.forced_tokens()
-                    forced = forced[: max(0, options.max_new_tokens - len(output))]
-                    output.extend(forced)
-                    forced_count += len(forced)
-                    step_ids.extend(forced)
-                if stop_strings and _ends_with_stop(tokenizer, output, stop_strings):
-                    finish = "stop"
-                    break
-                if len(output) >= options.max_new_tokens:
-                    break
-                logits, cache = self._forward(step_ids, cache)
-                passes += 1
-        text = tokenizer.decode(output, skip_special_tokens=True)
+                length = max(len(step) for step in steps)
+                ids = [step + [self.pad_id] * (length - len(step)) for step in steps]
+                real = torch.tensor([len(step) for step in steps], device=device)
+                offsets = torch.arange(length, device=device)
+                step_mask = (offsets[None, :] < real[:, None]).long()
+                attention = torch.cat([attention, step_mask], dim=1)
+                positions = next_position[:, None] + offsets[None, :]
+                next_position = next_position + real
+                logits, cache = self._forward(ids, attention, positions, cache, real.tolist())
+                for row, step in zip(rows, steps, strict=True):
+                    row.passes += bool(step)
+        return [self._result(row, stop_strings) for row in rows]
+
+    def _forward(
+        self, ids: list[list[int]], attention: Any, positions: Any, cache: Any, real: list[int]
+    ) -> tuple[Any, Any]:
+        """One forward pass; returns the logits at each row's last real position."""
+        import torch
+
+        input_ids = torch.tensor(ids, dtype=torch.long, device=self.loaded.device)
+        width = input_ids.shape[1]
+        uniform = all(n in (0, width) for n in real)
+        out = self.loaded.model(
+            input_ids=input_ids,
+            attention_mask=attention,
+            position_ids=positions,
+            past_key_values=cache,
+            use_cache=True,
+            logits_to_keep=1 if uniform else 0,
+        )
+        if uniform:
+            return out.logits[:, -1].float(), out.past_key_values
+        last = torch.tensor([max(n, 1) - 1 for n in real], device=input_ids.device)
+        rows = torch.arange(len(real), device=input_ids.device)
+        return out.logits[rows, last].float(), out.past_key_values
+
+    def _advance_rows(
+        self,
+        rows: list[_Row],
+        logits: Any,
+        options: SamplingOptions,
+        generator: Any,
+        stop_strings: tuple[str, ...],
+        started: float,
+    ) -> list[list[int]]:
+        """Mask, choose and record one token per active row; return each row's next input."""
+        import torch
+
+        if any(row.constraint is not None and not row.finish for row in rows):
+            masks = [
+                row.constraint.mask(logits.device)[: logits.shape[-1]]
+                if row.constraint is not None and not row.finish
+                else torch.ones(logits.shape[-1], dtype=torch.bool, device=logits.device)
+                for row in rows
+            ]
+            logits = logits.masked_fill(~torch.stack(masks), float("-inf"))
+        tokens = choose_tokens(logits, options, generator)
+        steps: list[list[int]] = []
+        for row, token in zip(rows, tokens, strict=True):
+            steps.append([] if row.finish else self._take(row, token, options, stop_strings))
+            if row.finish and not row.seconds:
+                row.seconds = time.perf_counter() - started
+        return steps
+
+    def _take(
+        self, row: _Row, token: int, options: SamplingOptions, stop_strings: tuple[str, ...]
+    ) -> list[int]:
+        """Record `token` (plus forced tokens) for a row; set row.finish when it ends."""
+        constraint = row.constraint
+        if constraint is not None:
+            constraint.advance(token)
+        if token in self.loaded.stop_ids:
+            row.finish = "stop"
+            return []
+        row.output.append(token)
+        step = [token]
+        if constraint is not None:
+            if constraint.finished:
+                row.finish = "stop"
+                return []
+            room = options.max_new_tokens - len(row.output)
+            forced = constraint.forced_tokens()[: max(0, room)]
+            row.output.extend(forced)
+            row.forced += len(forced)
+            step.extend(forced)
+            if constraint.finished:
+                row.finish = "stop"
+                return []
+        if stop_strings and _ends_with_stop(self.loaded.tokenizer, row.output, stop_strings):
+            row.finish = "stop"
+        elif len(row.output) >= options.max_new_tokens:
+            row.finish = "length"
+        return [] if row.finish else step
+
+    def _result(self, row: _Row, stop_strings: tuple[str, ...]) -> DecodeResult:
+        text = self.loaded.tokenizer.decode(row.output, skip_special_tokens=True)
         if stop_strings:
             text = _cut_after_stop(text, stop_strings)
         return DecodeResult(
             text=text,
-            token_ids=output,
-            finish_reason=finish,
-            tokens=len(output),
-            forward_passes=passes,
-            forced_tokens=forced_count,
-            seconds=time.perf_counter() - started,
+            token_ids=row.output,
+            finish_reason=row.finish or "length",
+            tokens=len(row.output),
+            forward_passes=row.passes,
+            forced_tokens=row.forced,
+            seconds=row.seconds,
         )
 
 

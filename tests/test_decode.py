@@ -92,3 +92,32 @@ def test_loaded_model_facts(tiny: LoadedModel, tmp_path: Path) -> None:
     assert tiny.stop_ids == (2,)
     assert tiny.vocab_size == 32768
     assert tiny.device.type in ("cpu", "cuda")
+
+
+def test_batched_greedy_equals_unbatched(tiny: LoadedModel) -> None:
+    texts = ["Input: hello\nOutput:", "A longer prompt about Ann, 31, from Paris.\nOutput:", "x"]
+    prompts = [encode_prompt(tiny, t, chat=False) for t in texts]
+    options = SamplingOptions(max_new_tokens=10)
+    decoder = Decoder(tiny)
+    single = [decoder.generate(p, options) for p in prompts]
+    batched = decoder.generate_batch(prompts, options)
+    assert [r.token_ids for r in batched] == [r.token_ids for r in single]
+    assert [r.finish_reason for r in batched] == [r.finish_reason for r in single]
+
+
+def test_batched_rows_force_and_finish_independently(tiny: LoadedModel) -> None:
+    tok = tiny.tokenizer
+    texts = ("<json>1</json>", "ab cd ef")
+    targets = [tok(t, add_special_tokens=False)["input_ids"] for t in texts]
+    constraints = [
+        ScriptedConstraint(targets[0], tiny.vocab_size, force=True),
+        ScriptedConstraint(targets[1], tiny.vocab_size, force=False),
+    ]
+    prompts = [encode_prompt(tiny, t, chat=False) for t in ("short", "a longer prompt here")]
+    results = Decoder(tiny).generate_batch(
+        prompts, SamplingOptions(max_new_tokens=32), stop_strings=("</json>",),
+        constraints=constraints,
+    )
+    assert results[0].text == "<json>1</json>" and results[0].forward_passes == 1
+    assert results[1].text == "ab cd ef" and results[1].finish_reason == "stop"
+    assert results[1].forward_passes == len(targets[1]) + 1
