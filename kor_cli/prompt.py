@@ -1,0 +1,127 @@
+"""Schema + text → the extraction prompt, exactly as Kor lays it out.
+
+    <template formatted with {type_description} and {format_instructions}>
+    \n\n
+    Input: <example text>
+    Output: <json>{"<root id>": ...}</json>
+    ...
+    Input: <text>
+    Output:
+
+The default template is Kor's (`kor_cli/resources/prompts/kor_default.txt`, copied to
+`prompts/kor_default.txt` for users); the format instructions are Kor's JSON encoder's
+with `<json>` tags; example outputs are `json.dumps` with non-ASCII kept.
+"""
+
+from __future__ import annotations
+
+import json
+import string
+from collections.abc import Sequence
+from functools import cache
+from importlib import resources
+from pathlib import Path
+from typing import Any, Literal, get_args
+
+from kor_cli.errors import InputError, UsageError
+from kor_cli.schema import Example, Schema
+
+InputFormatter = Literal["none", "triple_quotes", "text_prefix"]
+INPUT_FORMATTERS: tuple[str, ...] = get_args(InputFormatter)
+PLACEHOLDERS = ("type_description", "format_instructions")
+FORMAT_INSTRUCTIONS = (
+    "Please output the extracted information in JSON format. Do not output anything except"
+    " for the extracted information. Do not add any clarifying information. Do not add any"
+    " fields that are not in the schema. If the text contains attributes that do not appear"
+    " in the schema, please ignore them. All output must be in JSON format and follow the"
+    " schema specified above. Wrap the JSON in <json> tags."
+)
+
+
+@cache
+def default_template() -> str:
+    """Kor's default instruction template, from the package data."""
+    path = resources.files("kor_cli").joinpath("resources/prompts/kor_default.txt")
+    return path.read_text(encoding="utf-8")
+
+
+def check_template(template: str, source: str = "template") -> str:
+    """Return `template` if it uses exactly Kor's two placeholders; InputError otherwise."""
+    try:
+        fields = {name for _, name, _, _ in string.Formatter().parse(template) if name is not None}
+    except ValueError as error:
+        raise InputError(
+            f"{source}: bad template ({error}); write literal braces as '{{{{' and '}}}}'"
+        ) from None
+    missing = [name for name in PLACEHOLDERS if name not in fields]
+    if missing:
+        names = ", ".join("{" + name + "}" for name in missing)
+        raise InputError(f"{source}: template lacks the placeholder(s) {names}")
+    unknown = sorted(fields - set(PLACEHOLDERS))
+    if unknown:
+        names = ", ".join("{" + name + "}" for name in unknown)
+        raise InputError(
+            f"{source}: unknown placeholder(s) {names}; only {{type_description}} and "
+            "{format_instructions} are filled (write literal braces as '{{' and '}}')"
+        )
+    return template
+
+
+def load_template(path: str | Path) -> str:
+    """Read and check an instruction template file (UTF-8)."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise InputError(f"{path}: template file not found") from None
+    except UnicodeDecodeError:
+        raise InputError(f"{path}: template file is not UTF-8 text") from None
+    except OSError as error:
+        raise InputError(f"{path}: cannot read template file: {error.strerror}") from None
+    return check_template(text, str(path))
+
+
+def format_input(text: str, input_formatter: str = "none") -> str:
+    """Kor's input formatters: as is, in triple quotes, or in triple quotes after 'Text: '."""
+    if input_formatter == "none":
+        return text
+    if input_formatter == "triple_quotes":
+        return '"""\n' + text + '\n"""'
+    if input_formatter == "text_prefix":
+        return 'Text: """\n' + text + '\n"""'
+    raise UsageError(
+        f"unknown input formatter {input_formatter!r}; use one of {', '.join(INPUT_FORMATTERS)}"
+    )
+
+
+def encode_output(record: dict[str, Any]) -> str:
+    """A record as Kor's JSON encoder writes it: `<json>{...}</json>`."""
+    return f"<json>{json.dumps(record, ensure_ascii=False)}</json>"
+
+
+def instruction_segment(schema: Schema, template: str | None = None) -> str:
+    """The template filled with the TypeScript block and the format instructions."""
+    text = default_template() if template is None else check_template(template)
+    return text.format(
+        type_description=schema.typescript(), format_instructions=FORMAT_INSTRUCTIONS
+    )
+
+
+def render_prompt(
+    schema: Schema,
+    text: str,
+    *,
+    template: str | None = None,
+    input_formatter: str = "none",
+    examples: Sequence[Example] | None = None,
+) -> str:
+    """The full prompt for `text`; `examples` defaults to the schema's own.
+
+    Example values are those under the root id; None renders as `{}` ("nothing here").
+    """
+    lines: list[str] = []
+    for example_text, value in schema.examples if examples is None else examples:
+        record = {} if value is None else {schema.root.id: value}
+        lines.append(f"Input: {format_input(example_text, input_formatter)}")
+        lines.append(f"Output: {encode_output(record)}")
+    lines.append(f"Input: {format_input(text, input_formatter)}\nOutput:")
+    return f"{instruction_segment(schema, template)}\n\n" + "\n".join(lines)

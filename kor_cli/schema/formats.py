@@ -1,0 +1,79 @@
+"""String `format` values kor-cli understands, with the checks the Pydantic model runs.
+
+Checks follow JSON Schema's formats (RFC 3339 dates and times, except that a time zone
+is optional), so a value the model accepts also fits the JSON Schema given to the decoder.
+"""
+
+from __future__ import annotations
+
+import datetime
+import ipaddress
+import re
+import uuid
+from collections.abc import Callable
+
+_DATE = r"\d{4}-\d{2}-\d{2}"
+_TIME = r"\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:[Zz]|[+-]\d{2}:\d{2})?"
+_EMAIL = re.compile(r"[^@\s]+@[^@\s]+\.[^@\s]+")
+_UUID = re.compile(r"[0-9a-fA-F]{8}-(?:[0-9a-fA-F]{4}-){3}[0-9a-fA-F]{12}")
+
+
+def _date(value: str) -> None:
+    if not re.fullmatch(_DATE, value):
+        raise ValueError("expected a date as YYYY-MM-DD")
+    datetime.date.fromisoformat(value)
+
+
+def _time(value: str) -> None:
+    if not re.fullmatch(_TIME, value):
+        raise ValueError("expected a time as HH:MM:SS with an optional time zone")
+    datetime.time.fromisoformat(value[:8])
+
+
+def _date_time(value: str) -> None:
+    if not re.fullmatch(f"{_DATE}[Tt]{_TIME}", value):
+        raise ValueError("expected a date-time as YYYY-MM-DDTHH:MM:SS")
+    _date(value[:10])
+    _time(value[11:])
+
+
+def _email(value: str) -> None:
+    if not _EMAIL.fullmatch(value):
+        raise ValueError("expected an email address")
+
+
+def _uuid(value: str) -> None:
+    if not _UUID.fullmatch(value):
+        raise ValueError("expected a UUID such as 123e4567-e89b-12d3-a456-426614174000")
+    uuid.UUID(value)
+
+
+def _ipv4(value: str) -> None:
+    ipaddress.IPv4Address(value)
+
+
+def _ipv6(value: str) -> None:
+    ipaddress.IPv6Address(value)
+
+
+FORMAT_CHECKS: dict[str, Callable[[str], None]] = {
+    "date": _date,
+    "time": _time,
+    "date-time": _date_time,
+    "email": _email,
+    "uuid": _uuid,
+    "ipv4": _ipv4,
+    "ipv6": _ipv6,
+}
+FORMATS: tuple[str, ...] = tuple(FORMAT_CHECKS)
+
+
+def format_checker(name: str) -> Callable[[str], str]:
+    """A Pydantic after-validator enforcing format `name` (ValueError on mismatch)."""
+    check = FORMAT_CHECKS[name]
+
+    def validate(value: str) -> str:
+        check(value)
+        return value
+
+    return validate
