@@ -131,6 +131,7 @@ class Decoder:
         started = time.perf_counter()
         device = self.loaded.device
         rows = [_Row(c) for c in (constraints or [None] * len(prompts))]
+        prompts = [p + self._force_at_start(row) for p, row in zip(prompts, rows, strict=True)]
         generator = None
         if options.seed is not None:
             generator = torch.Generator(device=device).manual_seed(options.seed)
@@ -159,6 +160,16 @@ class Decoder:
                 for row, step in zip(rows, steps, strict=True):
                     row.passes += bool(step)
         return [self._result(row, stop_strings) for row in rows]
+
+    @staticmethod
+    def _force_at_start(row: _Row) -> list[int]:
+        """Text the grammar fixes before the first sampled token rides in the prompt pass."""
+        if row.constraint is None:
+            return []
+        forced = row.constraint.forced_tokens()
+        row.output.extend(forced)
+        row.forced += len(forced)
+        return forced
 
     def _forward(
         self, ids: list[list[int]], attention: Any, positions: Any, cache: Any, real: list[int]

@@ -74,8 +74,8 @@ def test_constraint_masks_and_stop_string_ends(tiny: LoadedModel, force: bool) -
     assert result.finish_reason == "stop"
     assert result.text == '<json>{"a": 1}</json>'
     if force:
-        assert result.forced_tokens == len(target) - 1
-        assert result.forward_passes == 1  # prompt only: everything after token 1 was forced
+        assert result.forced_tokens == len(target)
+        assert result.forward_passes == 1  # everything was forced into the prompt pass
     else:
         assert result.forced_tokens == 0
 
