@@ -115,7 +115,7 @@ class _Converter:
             description=schema.get("description", ""),
             examples=self.examples(schema, pointer),
             null_examples=self.null_examples(schema, pointer),
-            constraints={k: schema[k] for k in _OWN_KEYWORDS[kind] if k in CONSTRAINT_KEYWORDS},
+            constraints={k: v for k, v in schema.items() if k in CONSTRAINT_KEYWORDS},
         )
         if kind == "selection":
             values = schema["enum"] if "enum" in schema else [schema["const"]]

@@ -36,6 +36,7 @@ from types import ModuleType
 from typing import Any
 
 from pydantic import BaseModel
+from pydantic.json_schema import GenerateJsonSchema, JsonSchemaValue
 
 from kor_cli.errors import SchemaError
 from kor_cli.schema.json_schema import parse_json_schema
@@ -55,12 +56,19 @@ def parse_pydantic(spec: str) -> Node:
         )
         raise SchemaError(f"{spec}: '{class_name}' in {target}: {found}{hint}")
     try:
-        document = model.model_json_schema()
+        document = model.model_json_schema(schema_generator=_InOrder)
     except Exception as error:  # pydantic raises several kinds for unschemable types
         raise SchemaError(
             f"{spec}: cannot build the JSON Schema of {class_name}: {error}"
         ) from None
     return parse_json_schema(document, spec, root_id=snake_case(model.__name__))
+
+
+class _InOrder(GenerateJsonSchema):
+    """Pydantic sorts JSON Schema keys; keep the author's order (examples render as written)."""
+
+    def sort(self, value: JsonSchemaValue, parent_key: str | None = None) -> JsonSchemaValue:
+        return value
 
 
 def _is_model(value: Any) -> bool:
