@@ -1,0 +1,53 @@
+"""Shared fixtures. The real tokenizers take seconds to load: load each once per session."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from kor_cli.testing import QWEN_LOGITS_WIDTH, load_offline_tokenizer, tokenizer_available
+
+
+@pytest.fixture(scope="session")
+def tokenizer_factory() -> Callable[[str], Any]:
+    """name → offline tokenizer (see kor_cli.testing.TOKENIZER_NAMES); skips if not installed."""
+
+    def load(name: str) -> Any:
+        if not tokenizer_available(name):
+            pytest.skip(f"the package shipping tokenizer {name!r} is not installed")
+        return load_offline_tokenizer(name)
+
+    return load
+
+
+@pytest.fixture(scope="session")
+def mistral_sp_tokenizer(tokenizer_factory: Callable[[str], Any]) -> Any:
+    return tokenizer_factory("mistral-sp")
+
+
+@pytest.fixture(scope="session")
+def tekken_tokenizer(tokenizer_factory: Callable[[str], Any]) -> Any:
+    return tokenizer_factory("tekken")
+
+
+@pytest.fixture(scope="session")
+def qwen_tokenizer(tokenizer_factory: Callable[[str], Any]) -> Any:
+    return tokenizer_factory("qwen")
+
+
+@pytest.fixture(scope="session")
+def tokenizer_info_factory(tokenizer_factory: Callable[[str], Any]) -> Callable[[str], Any]:
+    """name → its grammar.vocab.TokenizerInfo (Qwen at its models' 151,936 logits), cached."""
+    from kor_cli.grammar.vocab import TokenizerInfo
+
+    cache: dict[str, TokenizerInfo] = {}
+
+    def info(name: str) -> TokenizerInfo:
+        if name not in cache:
+            width = QWEN_LOGITS_WIDTH if name == "qwen" else None
+            cache[name] = TokenizerInfo.from_hf(tokenizer_factory(name), vocab_size=width)
+        return cache[name]
+
+    return info
