@@ -485,3 +485,16 @@ def test_pydantic_recursive_model_is_an_error(tmp_path: Path) -> None:
         "    children: list[Tree]\n"
     )
     assert "recursive '$ref'" in error_of(f"{write(tmp_path, 'tree.py', source)}:Tree")
+
+
+def test_pydantic_field_examples_and_null_examples(tmp_path: Path) -> None:
+    source = (
+        "from pydantic import BaseModel, Field\n"
+        "class Pet(BaseModel):\n"
+        "    name: str = Field(json_schema_extra={\n"
+        "        'x-kor-examples': [{'text': 'my dog Rex', 'output': 'Rex'}],\n"
+        "        'x-kor-null-examples': ['no pets here'],\n"
+        "    })\n"
+    )
+    schema = load_schema(f"{write(tmp_path, 'pet.py', source)}:Pet")
+    assert schema.examples == [("my dog Rex", {"name": "Rex"}), ("no pets here", None)]

@@ -40,7 +40,7 @@ class _UniqueKeyLoader(yaml.SafeLoader):
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
         seen: set[Any] = set()
         for key_node, _ in node.value:
-            key = self.construct_object(key_node, deep=deep)  # type: ignore[no-untyped-call]
+            key = self.construct_object(key_node, deep=deep)
             if key in seen:
                 mark = key_node.start_mark
                 raise SchemaError(
@@ -175,4 +175,5 @@ def _flag(data: dict[str, Any], key: str, default: bool, where: str) -> bool:
 
 
 def _kind(value: Any) -> str:
-    return {dict: "a mapping", list: "a list", str: "a string"}.get(type(value), repr(value))
+    names: dict[type, str] = {dict: "a mapping", list: "a list", str: "a string"}
+    return names.get(type(value), repr(value))
