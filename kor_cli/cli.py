@@ -181,3 +181,95 @@ def extract_cmd(
         return EXIT_OK if result.valid else EXIT_INVALID
 
     raise typer.Exit(run_guarded(action))
+
+
+BATCH_EXIT_CODES = """\
+Exit codes: 0 every record valid · 2 usage, schema or input error · 3 some records failed ·
+4 model failed to load · 130 interrupted (rerun the same command to resume)."""
+
+
+@app.command("batch", epilog=BATCH_EXIT_CODES)
+def batch_cmd(
+    schema: str = typer.Argument(..., help=SCHEMA_HELP),
+    inputs: list[str] = typer.Argument(
+        ...,
+        metavar="INPUT...",
+        help="JSONL files (.jsonl/.ndjson, '-' for stdin), text files, folders or globs.",
+    ),
+    output: str = typer.Option(
+        ..., "-o", "--output", help="Result JSONL file; rerunning resumes where it stopped."
+    ),
+    model: str | None = typer.Option(
+        None, "-m", "--model", help="Local model folder or hub id (env KOR_CLI_MODEL)."
+    ),
+    mode: str = typer.Option("prompt", "--mode", help="prompt | constrained."),
+    text_key: str = typer.Option("text", "--text-key", help="JSONL field holding the text."),
+    id_key: str = typer.Option(
+        "id", "--id-key", help="JSONL field holding the id (else the line number)."
+    ),
+    keep: str = typer.Option(
+        "", "--keep", help="Comma-separated JSONL fields to copy into each row, e.g. gold,source."
+    ),
+    batch_size: int = typer.Option(8, "--batch-size", min=1, help="Records per batch."),
+    limit: int | None = typer.Option(None, "--limit", min=0, help="Only the first N records."),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Start afresh, emptying -o."),
+    chunk_tokens: int | None = typer.Option(
+        None,
+        "--chunk-tokens",
+        min=0,
+        help="Split texts longer than N tokens (default: what fits the context; 0: never).",
+    ),
+    max_tokens: int = typer.Option(256, "--max-tokens", min=1, help="Most tokens to generate."),
+    temperature: float = typer.Option(0.0, "--temperature", min=0.0, help="0 = greedy."),
+    top_k: int = typer.Option(0, "--top-k", min=0, help="Sample from the k best (0 = off)."),
+    top_p: float = typer.Option(1.0, "--top-p", min=0.0, max=1.0, help="Nucleus sampling."),
+    seed: int | None = typer.Option(None, "--seed", help="Random seed for sampling."),
+    chat: bool | None = typer.Option(
+        None, "--chat/--no-chat", help="Apply the chat template (default: when the model has one)."
+    ),
+    device: str = typer.Option("auto", "--device", help="auto | cpu | cuda | cuda:N."),
+    dtype: str = typer.Option("auto", "--dtype", help="auto | float32 | bfloat16 | float16."),
+    template: str | None = typer.Option(None, "--template", help="Instruction template file."),
+    input_formatter: str = typer.Option(
+        "none", "--input-formatter", help="none | triple_quotes | text_prefix (as in Kor)."
+    ),
+) -> None:
+    """Extract a record from every JSONL line or text file into one JSONL file.
+
+    Rows keep input order and carry id, input, line, the --keep fields and the extract
+    result. Bad input lines become error rows; long texts are chunked and merged. Progress
+    and the summary go to stderr.
+
+    Example: kor-cli batch schemas/person.yaml data.jsonl -o out.jsonl -m ./my-model
+    """
+
+    def action() -> int:
+        from kor_cli.batch import BatchOptions, run_batch
+        from kor_cli.decode import SamplingOptions
+        from kor_cli.extract import ExtractOptions
+        from kor_cli.prompt import load_template
+
+        options = ExtractOptions(
+            mode=mode,  # type: ignore[arg-type]
+            sampling=SamplingOptions(
+                temperature=temperature, top_k=top_k, top_p=top_p, seed=seed,
+                max_new_tokens=max_tokens,
+            ),
+            chat=chat,
+            template=load_template(template) if template else None,
+            input_formatter=input_formatter,
+        )
+        batch = BatchOptions(
+            inputs=tuple(inputs),
+            output=output,
+            text_key=text_key,
+            id_key=id_key,
+            keep=tuple(key.strip() for key in keep.split(",") if key.strip()),
+            batch_size=batch_size,
+            limit=limit,
+            overwrite=overwrite,
+            chunk_tokens=chunk_tokens,
+        )
+        return run_batch(schema, model, options, batch, device=device, dtype=dtype)
+
+    raise typer.Exit(run_guarded(action))

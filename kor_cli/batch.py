@@ -1,0 +1,390 @@
+"""`kor-cli batch`: many texts → one resumable JSONL file of result rows, in input order.
+
+The run: resolve inputs and lock the output (fail fast, before the model loads), skip
+the ids an earlier run already wrote, then extract `--batch-size` records at a time and
+append each batch's rows with one fsync'd write. Input problems become error rows; long
+texts are chunked and merged (kor_cli/chunking.py). Progress goes to stderr, never data.
+Ctrl-C finishes the current batch, prints the summary and exits 130.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from itertools import chain, islice
+from typing import TYPE_CHECKING, Any
+
+from rich.progress import BarColumn, Progress, TextColumn
+from rich.table import Table
+
+from kor_cli.chunking import Chunk, merge_results, split_text
+from kor_cli.console import err_console, info, warn
+from kor_cli.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_PARTIAL, UsageError
+from kor_cli.records import Record, count_records, iter_records, resolve_sources
+from kor_cli.sink import Existing, OutputSink, row_key
+
+if TYPE_CHECKING:
+    from kor_cli.extract import ExtractOptions, Extractor, ExtractResult
+    from kor_cli.models import LoadedModel
+
+# Row fields written by kor-cli; --keep may not reuse them.
+ROW_FIELDS = (
+    "id", "input", "line", "data", "valid", "errors", "raw", "finish_reason", "mode",
+    "tokens", "forward_passes", "forced_tokens", "seconds", "chunks",
+)  # fmt: skip
+# Tokens kept free besides prompt and output when sizing chunks (joins tokenize unevenly).
+CHUNK_MARGIN = 8
+
+
+@dataclass(frozen=True)
+class BatchOptions:
+    """What `kor-cli batch` reads, where it writes, and how it groups the work."""
+
+    inputs: tuple[str, ...]
+    output: str
+    text_key: str = "text"
+    id_key: str = "id"
+    keep: tuple[str, ...] = ()
+    batch_size: int = 8
+    limit: int | None = None
+    overwrite: bool = False
+    chunk_tokens: int | None = None  # None: what fits the context; 0: never split
+
+
+@dataclass
+class Tally:
+    """Counts for the progress bar, the summary and the exit code."""
+
+    total: int | None
+    existing: Existing
+    skipped: int = 0
+    valid: int = 0
+    failed: int = 0
+    input_errors: int = 0
+    chunked: int = 0
+    duplicate_ids: int = 0
+    interrupted: bool = False
+    started: float = field(default_factory=time.perf_counter)
+
+    @property
+    def done(self) -> int:
+        return self.valid + self.failed
+
+    @property
+    def rate(self) -> float:
+        elapsed = time.perf_counter() - self.started
+        return self.done / elapsed if elapsed > 0 else 0.0
+
+    def count(self, row: dict[str, Any]) -> None:
+        if row["valid"]:
+            self.valid += 1
+        else:
+            self.failed += 1
+        if row["finish_reason"] == "input":
+            self.input_errors += 1
+        if row.get("chunks"):
+            self.chunked += 1
+
+
+def extract_batch(extractor: Extractor, texts: list[str]) -> list[ExtractResult]:
+    """Extract several texts; the seam for batched decoding.
+
+    Uses `Extractor.extract_batch` (one batched generation) when the extractor has it,
+    else extracts the texts one by one.
+    """
+    batched = getattr(extractor, "extract_batch", None)
+    if batched is not None:
+        return list(batched(texts))
+    return [extractor.extract(text) for text in texts]
+
+
+def model_context(loaded: LoadedModel) -> int | None:
+    """The model's context length in tokens, when its config says."""
+    config = getattr(loaded.model, "config", None)
+    value = getattr(config, "max_position_embeddings", None)
+    return value if isinstance(value, int) and value > 0 else None
+
+
+class TooLong(Exception):
+    """A text whose prompt plus --max-tokens does not fit the model's context."""
+
+
+class Planner:
+    """Decides per text: extract whole, split into chunks, or refuse as too long."""
+
+    def __init__(self, extractor: Extractor, context: int | None, chunk_tokens: int | None):
+        self.extractor = extractor
+        self.context = context
+        self.max_new = extractor.options.sampling.max_new_tokens
+        tokenizer = extractor.loaded.tokenizer
+        self.count_tokens = lambda text: len(tokenizer(text, add_special_tokens=False)["input_ids"])
+        overhead = len(extractor.prompt_ids(""))
+        room = None if context is None else context - overhead - self.max_new - CHUNK_MARGIN
+        if chunk_tokens is None:
+            if room is not None and room < 1:
+                raise UsageError(
+                    f"the prompt ({overhead} tokens) and --max-tokens ({self.max_new}) leave "
+                    f"no room for text in the model's context of {context} tokens"
+                )
+            self.chunk_tokens = room
+        else:
+            if chunk_tokens and room is not None and chunk_tokens > room:
+                raise UsageError(
+                    f"--chunk-tokens {chunk_tokens} does not fit the model's context of "
+                    f"{context} tokens (prompt {overhead}, --max-tokens {self.max_new}); "
+                    f"use at most {max(room, 1)}"
+                )
+            self.chunk_tokens = chunk_tokens or None
+
+    def plan(self, text: str) -> list[Chunk]:
+        """The chunks to extract (one for a text that fits); raise TooLong otherwise."""
+        if self.chunk_tokens is not None and self.count_tokens(text) > self.chunk_tokens:
+            chunks = split_text(text, self.chunk_tokens, self.count_tokens)
+        else:
+            chunks = [Chunk(0, len(text), text)]
+        if self.context is not None:
+            for chunk in chunks:
+                prompt = len(self.extractor.prompt_ids(chunk.text))
+                if prompt + self.max_new > self.context:
+                    raise TooLong(
+                        f"input: text too long: the prompt is {prompt} tokens and --max-tokens "
+                        f"{self.max_new}, more than the model's context of {self.context} "
+                        "tokens (split it with --chunk-tokens)"
+                    )
+        return chunks
+
+
+def base_row(record: Record, keep: tuple[str, ...]) -> dict[str, Any]:
+    """The identifying part of a row: id, input, line, then the --keep fields."""
+    row: dict[str, Any] = {"id": record.id, "input": record.source, "line": record.line}
+    row.update((key, record.extra[key]) for key in keep if key in record.extra)
+    return row
+
+
+def error_row(record: Record, keep: tuple[str, ...], error: str, mode: str) -> dict[str, Any]:
+    """A row for a record the model never saw (finish_reason "input")."""
+    return base_row(record, keep) | {
+        "data": None, "valid": False, "errors": [error], "raw": None, "finish_reason": "input",
+        "mode": mode, "tokens": 0, "forward_passes": 0, "forced_tokens": 0, "seconds": 0.0,
+    }  # fmt: skip
+
+
+def process_batch(
+    records: list[Record], extractor: Extractor, planner: Planner, options: BatchOptions
+) -> list[dict[str, Any]]:
+    """Result rows for `records`, in order; all their texts and chunks extracted together."""
+    mode = extractor.options.mode
+    plans: list[list[Chunk] | str] = []
+    for record in records:
+        if record.text is None:
+            plans.append(record.error or "input: no text")
+            continue
+        try:
+            plans.append(planner.plan(record.text))
+        except TooLong as error:
+            plans.append(str(error))
+    texts = [chunk.text for plan in plans if not isinstance(plan, str) for chunk in plan]
+    results: list[ExtractResult] = []
+    for start in range(0, len(texts), options.batch_size):
+        results += extract_batch(extractor, texts[start : start + options.batch_size])
+    rows, taken = [], 0
+    for record, plan in zip(records, plans, strict=True):
+        if isinstance(plan, str):
+            rows.append(error_row(record, options.keep, plan, mode))
+            continue
+        own, taken = results[taken : taken + len(plan)], taken + len(plan)
+        if len(plan) == 1:
+            outcome = own[0].to_dict()
+        else:
+            outcome = merge_results(plan, own, extractor.model_class)
+        rows.append(base_row(record, options.keep) | outcome)
+    return rows
+
+
+def check_options(options: BatchOptions) -> None:
+    """Usage errors that need no file or model."""
+    if options.batch_size < 1:
+        raise UsageError("--batch-size must be at least 1")
+    if options.limit is not None and options.limit < 0:
+        raise UsageError("--limit must be 0 or more")
+    if options.chunk_tokens is not None and options.chunk_tokens < 0:
+        raise UsageError("--chunk-tokens must be 0 (never split) or more")
+    if options.output == "-":
+        raise UsageError("-o must be a file: batch output is resumable, stdout is not")
+    clashes = [key for key in options.keep if key in ROW_FIELDS]
+    if clashes:
+        raise UsageError(f"--keep cannot copy {', '.join(clashes)}: kor-cli writes that field")
+
+
+def pending_batches(
+    records: Iterator[Record], tally: Tally, limit: int | None, size: int
+) -> Iterator[list[Record]]:
+    """Records not yet in the output, `size` at a time; counts skips and repeated ids."""
+    seen: Counter[str] = Counter()
+    batch: list[Record] = []
+    for record in islice(records, limit):
+        key = row_key(record.id)
+        seen[key] += 1
+        if seen[key] > 1:
+            tally.duplicate_ids += 1
+        if seen[key] <= tally.existing.done[key]:
+            tally.skipped += 1
+            continue
+        batch.append(record)
+        if len(batch) == size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
+def run_batch(
+    schema_spec: str,
+    model: str | None,
+    extract_options: ExtractOptions,
+    options: BatchOptions,
+    *,
+    device: str = "auto",
+    dtype: str = "auto",
+) -> int:
+    """Run `kor-cli batch` end to end; return the exit code (0, 3 or 130)."""
+    from kor_cli.extract import Extractor
+    from kor_cli.models import load_model
+    from kor_cli.schema import load_schema
+
+    check_options(options)
+    schema = load_schema(schema_spec)
+    sources = resolve_sources(options.inputs)
+    total = count_records(sources)
+    if total is not None and options.limit is not None:
+        total = min(total, options.limit)
+    with OutputSink(options.output, overwrite=options.overwrite) as sink:
+        existing = sink.open()
+        if existing.dropped_bytes:
+            warn(f"{options.output}: dropped a torn last line ({existing.dropped_bytes} bytes)")
+        tally = Tally(total=total, existing=existing)
+        records = iter_records(
+            sources, text_key=options.text_key, id_key=options.id_key, keep=options.keep
+        )
+        batches = pending_batches(records, tally, options.limit, options.batch_size)
+        first = next(batches, None)  # skips what is done; no model load when all is
+        if first is not None:
+            extractor = Extractor(
+                schema, load_model(model, device=device, dtype=dtype), extract_options
+            )
+            planner = Planner(extractor, model_context(extractor.loaded), options.chunk_tokens)
+            tally.started = time.perf_counter()
+            with _stop_on_ctrl_c() as stop, _progress(tally) as update:
+                for batch in chain([first], batches):
+                    rows = process_batch(batch, extractor, planner, options)
+                    sink.write(rows)
+                    for row in rows:
+                        tally.count(row)
+                    update()
+                    if stop.is_set():
+                        tally.interrupted = True
+                        break
+    print_summary(tally, options.output)
+    if tally.interrupted:
+        return EXIT_INTERRUPTED
+    return EXIT_PARTIAL if existing.failed + tally.failed else EXIT_OK
+
+
+@contextmanager
+def _stop_on_ctrl_c() -> Iterator[threading.Event]:
+    """First Ctrl-C: finish the current batch, then stop. Second Ctrl-C: stop now."""
+    stop = threading.Event()
+    if threading.current_thread() is not threading.main_thread():
+        yield stop
+        return
+
+    def handle(signum: int, frame: Any) -> None:
+        if stop.is_set():
+            raise KeyboardInterrupt
+        stop.set()
+        info("kor-cli: stopping after the current batch (Ctrl-C again to stop now)")
+
+    previous = signal.signal(signal.SIGINT, handle)
+    try:
+        yield stop
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+@contextmanager
+def _progress(tally: Tally) -> Iterator[Callable[[], None]]:
+    """A live progress bar on stderr; yields a function that refreshes it."""
+    progress = Progress(
+        TextColumn("batch"),
+        BarColumn(),
+        TextColumn("{task.fields[count]}"),
+        TextColumn("[green]{task.fields[valid]} valid[/] [red]{task.fields[failed]} failed[/]"),
+        TextColumn("{task.fields[rate]:.2f} rec/s"),
+        TextColumn("ETA {task.fields[eta]}"),
+        console=err_console,
+        redirect_stdout=False,  # rows go to the output file; never mix stdout into stderr
+        redirect_stderr=False,
+    )
+    task = progress.add_task("batch", total=tally.total, **_fields(tally))
+
+    def update() -> None:
+        progress.update(task, completed=tally.skipped + tally.done, **_fields(tally))
+
+    with progress:
+        update()  # records skipped before the first batch count as done
+        yield update
+
+
+def _fields(tally: Tally) -> dict[str, Any]:
+    done = tally.skipped + tally.done
+    eta = "?"
+    if tally.total is not None and tally.rate > 0:
+        eta = _duration((tally.total - done) / tally.rate)
+    return {
+        "count": f"{done}/{'?' if tally.total is None else tally.total}",
+        "valid": tally.existing.valid + tally.valid,
+        "failed": tally.existing.failed + tally.failed,
+        "rate": tally.rate,
+        "eta": eta,
+    }
+
+
+def _duration(seconds: float) -> str:
+    minutes, secs = divmod(int(round(seconds)), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
+
+
+def print_summary(tally: Tally, output: str) -> None:
+    """The end-of-run table, on stderr."""
+    existing = tally.existing
+    table = Table(title="kor-cli batch", show_header=False, title_justify="left")
+    table.add_column(style="bold")
+    table.add_column(justify="right")
+    table.add_row("output", f"{output} ({existing.rows + tally.done} rows)")
+    if existing.rows:
+        table.add_row("already there", f"{existing.rows} (skipped {tally.skipped})")
+    table.add_row("extracted now", str(tally.done))
+    table.add_row("valid", str(existing.valid + tally.valid))
+    failed = f"{existing.failed + tally.failed}"
+    if tally.input_errors:
+        plural = "s" if tally.input_errors > 1 else ""
+        failed += f" ({tally.input_errors} input error{plural} this run)"
+    table.add_row("failed", failed)
+    if tally.chunked:
+        table.add_row("chunked texts", str(tally.chunked))
+    table.add_row("speed", f"{tally.rate:.2f} records/s")
+    table.add_row("time", _duration(time.perf_counter() - tally.started))
+    if tally.interrupted:
+        table.add_row("stopped", "interrupted; rerun the same command to finish")
+    err_console.print(table)
+    if tally.duplicate_ids:
+        warn(
+            f"{tally.duplicate_ids} records repeat an earlier id; rows are matched by id "
+            "and occurrence on resume (choose a unique field with --id-key)"
+        )
