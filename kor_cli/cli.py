@@ -156,7 +156,7 @@ def extract_cmd(
 
     def action() -> int:
         from kor_cli.decode import SamplingOptions
-        from kor_cli.extract import ExtractOptions, Extractor
+        from kor_cli.extract import ExtractOptions, Extractor, check_options
         from kor_cli.models import load_model
         from kor_cli.prompt import load_template
         from kor_cli.schema import load_schema
@@ -173,6 +173,7 @@ def extract_cmd(
             template=load_template(template) if template else None,
             input_formatter=input_formatter,
         )
+        check_options(options)
         loaded_model = load_model(model, device=device, dtype=dtype)
         result = Extractor(loaded_schema, loaded_model, options).extract(text)
         emit_json(result.to_dict(), indent=2 if pretty else None)

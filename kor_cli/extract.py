@@ -49,14 +49,19 @@ class ExtractResult:
         return out
 
 
+def check_options(options: ExtractOptions) -> None:
+    """Reject bad option values before anything expensive (like loading a model) runs."""
+    if options.mode not in MODES:
+        raise UsageError(f"unknown mode {options.mode!r}; choose {' or '.join(MODES)}")
+    if options.mode == "constrained":
+        raise UsageError("constrained mode is not available yet; use --mode prompt")
+
+
 class Extractor:
     """Extracts records for one schema with one loaded model (reused across texts)."""
 
     def __init__(self, schema: Schema, loaded: LoadedModel, options: ExtractOptions) -> None:
-        if options.mode not in MODES:
-            raise UsageError(f"unknown mode {options.mode!r}; choose {' or '.join(MODES)}")
-        if options.mode == "constrained":
-            raise UsageError("constrained mode is not available yet; use --mode prompt")
+        check_options(options)
         self.schema = schema
         self.loaded = loaded
         self.options = options

@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+import os
+
+# Tests never touch a model hub: fail fast instead of retrying the network.
+os.environ["HF_HUB_OFFLINE"] = "1"
+os.environ["TRANSFORMERS_OFFLINE"] = "1"
+
 from collections.abc import Callable
 from typing import Any
 
@@ -51,3 +57,13 @@ def tokenizer_info_factory(tokenizer_factory: Callable[[str], Any]) -> Callable[
         return cache[name]
 
     return info
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """A random-weight Llama on the real Mistral SentencePiece tokenizer, saved to disk."""
+    from kor_cli.testing import build_tiny_model
+
+    folder = tmp_path_factory.mktemp("tiny-model")
+    build_tiny_model(load_offline_tokenizer("mistral-sp"), folder)
+    return str(folder)
