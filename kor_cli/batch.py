@@ -259,7 +259,7 @@ def run_batch(
 
     check_options(options)
     schema = load_schema(schema_spec)
-    sources = resolve_sources(options.inputs)
+    sources = resolve_sources(options.inputs, output=options.output)
     total = count_records(sources)
     if total is not None and options.limit is not None:
         total = min(total, options.limit)

@@ -59,10 +59,11 @@ def _folder_files(folder: Path) -> list[Path]:
     )
 
 
-def resolve_sources(specs: Iterable[str]) -> list[Source]:
+def resolve_sources(specs: Iterable[str], *, output: str | None = None) -> list[Source]:
     """Expand INPUT arguments: '-' (stdin JSONL), *.jsonl files, text files, folders, globs.
 
     Files ending in .jsonl/.ndjson are read line by line; anything else is one text.
+    Folders and globs leave out the `output` file; naming it as an input is an error.
     """
     sources: list[Source] = []
     for spec in specs:
@@ -71,13 +72,16 @@ def resolve_sources(specs: Iterable[str]) -> list[Source]:
             continue
         path = Path(spec)
         if path.is_dir():
-            paths = _folder_files(path)
+            paths = [p for p in _folder_files(path) if not _same_file(p, output)]
             if not paths:
                 raise InputError(f"{spec}: folder has no files")
         elif path.exists():
+            if _same_file(path, output):
+                raise InputError(f"{spec}: is the output file (-o), not an input")
             paths = [path]
         elif _GLOB_CHARS & set(spec):
-            paths = [Path(p) for p in sorted(glob.glob(spec, recursive=True)) if Path(p).is_file()]
+            matches = (Path(p) for p in sorted(glob.glob(spec, recursive=True)))
+            paths = [p for p in matches if p.is_file() and not _same_file(p, output)]
             if not paths:
                 raise InputError(f"{spec}: pattern matches no files")
         else:
@@ -86,6 +90,10 @@ def resolve_sources(specs: Iterable[str]) -> list[Source]:
     if sum(s.path == STDIN for s in sources) > 1:
         raise InputError("'-' (stdin) can be given only once")
     return sources
+
+
+def _same_file(path: Path, output: str | None) -> bool:
+    return output is not None and path.resolve() == Path(output).resolve()
 
 
 def count_records(sources: list[Source]) -> int | None:
@@ -97,8 +105,11 @@ def count_records(sources: list[Source]) -> int | None:
         if not source.jsonl:
             total += 1
             continue
-        with open(source.path, "rb") as handle:
-            total += sum(1 for raw in handle if raw.strip())
+        try:
+            with open(source.path, "rb") as handle:
+                total += sum(1 for raw in handle if raw.strip())
+        except OSError as error:
+            raise InputError(f"{source.path}: cannot read ({error.strerror})") from None
     return total
 
 
@@ -157,7 +168,7 @@ def parse_jsonl_line(
         return Record(id=record_id, source=name, line=number, error=error)
 
     try:
-        line = raw.decode("utf-8")
+        line = raw.decode("utf-8").removeprefix("\ufeff")
     except UnicodeDecodeError as error:
         byte = raw[error.start]
         return bad(f"not valid UTF-8 (bad byte 0x{byte:02x} at column {error.start + 1})")
@@ -178,10 +189,20 @@ def parse_jsonl_line(
         record = bad(f"'{text_key}' must be a string, got {_json_type(text)}", record_id)
     elif not text.strip():
         record = bad(f"'{text_key}' is empty", record_id)
+    elif not _encodable(text):
+        record = bad(f"'{text_key}' holds a lone surrogate escape (not valid Unicode)", record_id)
     else:
         record = Record(id=record_id, source=name, line=number, text=text)
     record.extra = extra
     return record
+
+
+def _encodable(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _json_type(value: Any) -> str:

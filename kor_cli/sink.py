@@ -110,8 +110,7 @@ class OutputSink:
             raise RuntimeError("OutputSink.write before open")
         if not rows:
             return
-        data = "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows)
-        self._handle.write(data.encode("utf-8"))
+        self._handle.write(b"".join(_encode_row(row) for row in rows))
         self._sync()
 
     def _sync(self) -> None:
@@ -135,6 +134,14 @@ class OutputSink:
         traceback: TracebackType | None,
     ) -> None:
         self.close()
+
+
+def _encode_row(row: dict[str, Any]) -> bytes:
+    """One JSON line; non-ASCII kept as is, unless lone surrogates force \\u escapes."""
+    try:
+        return (json.dumps(row, ensure_ascii=False) + "\n").encode("utf-8")
+    except UnicodeEncodeError:
+        return (json.dumps(row) + "\n").encode("ascii")
 
 
 def _parse_row(raw: bytes) -> dict[str, Any] | None:

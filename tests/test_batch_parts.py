@@ -57,6 +57,26 @@ def test_jsonl_lines_become_records_or_error_rows(tmp_path: Path) -> None:
     }
 
 
+def test_bom_and_lone_surrogates(tmp_path: Path) -> None:
+    path = tmp_path / "in.jsonl"
+    path.write_bytes(b'\xef\xbb\xbf{"text": "bom"}\n{"id": "s", "text": "a\\ud800b"}\n')
+    first, second = iter_records(resolve_sources([str(path)]))
+    assert first.text == "bom"
+    assert second.error == "input: line 2: 'text' holds a lone surrogate escape (not valid Unicode)"
+
+
+def test_the_output_file_is_never_an_input(tmp_path: Path) -> None:
+    (tmp_path / "a.txt").write_text("A")
+    out = tmp_path / "out.jsonl"
+    out.write_text("")
+    for spec in (str(tmp_path), str(tmp_path / "*")):
+        assert [s.path for s in resolve_sources([spec], output=str(out))] == [
+            str(tmp_path / "a.txt")
+        ]
+    with pytest.raises(InputError, match="is the output file"):
+        resolve_sources([str(out)], output=str(out))
+
+
 def test_custom_keys(tmp_path: Path) -> None:
     path = tmp_path / "in.ndjson"
     path.write_text('{"doc": "x1", "body": "hello"}\n')
@@ -116,6 +136,16 @@ def test_sink_resumes_counts_and_drops_torn_tail(tmp_path: Path) -> None:
         sink.write([row("b")])
     lines = out.read_text(encoding="utf-8").splitlines()
     assert [json.loads(line)["id"] for line in lines] == ["a", 1, "a", "b"]
+
+
+def test_sink_escapes_lone_surrogates_and_reads_them_back(tmp_path: Path) -> None:
+    out = tmp_path / "out.jsonl"
+    with OutputSink(out) as sink:
+        sink.open()
+        sink.write([row("x\ud800"), row("ok")])
+    assert b"\\ud800" in out.read_bytes() and "é" in out.read_text(encoding="utf-8")
+    with OutputSink(out) as sink:
+        assert sink.open().done == {row_key("x\ud800"): 1, row_key("ok"): 1}
 
 
 def test_sink_rejects_garbage_before_the_last_line(tmp_path: Path) -> None:
