@@ -125,21 +125,18 @@ class Planner:
         self.count_tokens = lambda text: len(tokenizer(text, add_special_tokens=False)["input_ids"])
         overhead = len(extractor.prompt_ids(""))
         room = None if context is None else context - overhead - self.max_new - CHUNK_MARGIN
-        if chunk_tokens is None:
-            if room is not None and room < 1:
-                raise UsageError(
-                    f"the prompt ({overhead} tokens) and --max-tokens ({self.max_new}) leave "
-                    f"no room for text in the model's context of {context} tokens"
-                )
-            self.chunk_tokens = room
-        else:
-            if chunk_tokens and room is not None and chunk_tokens > room:
-                raise UsageError(
-                    f"--chunk-tokens {chunk_tokens} does not fit the model's context of "
-                    f"{context} tokens (prompt {overhead}, --max-tokens {self.max_new}); "
-                    f"use at most {max(room, 1)}"
-                )
-            self.chunk_tokens = chunk_tokens or None
+        if room is not None and chunk_tokens is None and room < 1:
+            raise UsageError(
+                f"the prompt ({overhead} tokens) and --max-tokens ({self.max_new}) leave "
+                f"no room for text in the model's context of {context} tokens"
+            )
+        if room is not None and chunk_tokens and chunk_tokens > room:
+            raise UsageError(
+                f"--chunk-tokens {chunk_tokens} does not fit the model's context of "
+                f"{context} tokens (prompt {overhead}, --max-tokens {self.max_new}); "
+                f"use at most {max(room, 1)}"
+            )
+        self.chunk_tokens = room if chunk_tokens is None else chunk_tokens or None
 
     def plan(self, text: str) -> list[Chunk]:
         """The chunks to extract (one for a text that fits); raise TooLong otherwise."""
