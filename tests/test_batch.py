@@ -271,7 +271,7 @@ def test_too_long_without_chunking_is_an_error_row(env: dict[str, Path], tmp_pat
         (["missing.jsonl"], 2, "no such file or folder"),
         (["in.jsonl", "--keep", "valid"], 2, "--keep cannot copy valid"),
         (["in.jsonl", "--chunk-tokens", "5000"], 2, "--chunk-tokens 5000 does not fit"),
-        (["in.jsonl", "--mode", "constrained"], 2, "constrained"),
+        (["in.jsonl", "--mode", "fancy"], 2, "unknown mode 'fancy'"),
         (["in.jsonl", "-m", "/no/such/model"], 4, "does not exist"),
     ],
 )
