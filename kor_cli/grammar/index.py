@@ -1,0 +1,267 @@
+"""TokenIndex: for each DFA state, the set of tokens the grammar allows (a bitmask).
+
+A token is allowed in a state iff walking all its bytes from there never reaches the dead
+state (it may end in a non-accepting state). Stop ids are allowed only in accepting states;
+tokens without bytes (special, padding) or with empty bytes never are. States that cannot
+reach an accepting state count as dead, so every allowed token can still be completed.
+
+Masks are built lazily on a state's first visit by one vectorised walk of the vocabulary's
+byte trie (`trie.TokenTrie`, shared by every index over the same tokenizer), then kept as
+packed bitsets (uint32 words, little-endian bit order: token i is bit i % 32 of word
+i // 32), as bool arrays, and as torch bool tensors per device. An optional disk cache keyed
+by (DFA fingerprint, tokenizer fingerprint) stores the packed masks.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from kor_cli.grammar.trie import TokenTrie
+from kor_cli.grammar.vocab import TokenizerInfo
+
+FORCED_LIMIT = 256
+_CACHE_FORMAT = "kor-index-v1"
+_TRIES: dict[str, TokenTrie] = {}
+_MAX_TRIES = 4
+
+
+def token_trie(info: TokenizerInfo) -> TokenTrie:
+    """The byte trie of `info`'s tokens (stop ids left out), shared per tokenizer."""
+    trie = _TRIES.get(info.fingerprint)
+    if trie is None:
+        trie = TokenTrie(info.token_bytes, exclude=info.stop_ids)
+        if len(_TRIES) >= _MAX_TRIES:
+            _TRIES.pop(next(iter(_TRIES)))
+        _TRIES[info.fingerprint] = trie
+    return trie
+
+
+class TokenIndex:
+    """Allowed-token masks of every DFA state over one tokenizer, built lazily and cached.
+
+    `dfa` follows the `ByteDFA` contract (see `kor_cli.grammar`): `transitions` int32
+    [num_states, 256] with dead state 0, `accepting` bool [num_states], `start`, and
+    `fingerprint()`. Masks have `info.vocab_size` entries (the logits width). Arrays
+    returned here are shared caches: read-only numpy views; do not modify the tensors.
+    """
+
+    def __init__(self, dfa: Any, info: TokenizerInfo, cache_dir: Path | str | None = None) -> None:
+        table = np.asarray(dfa.transitions, dtype=np.int32)
+        if table.ndim != 2 or table.shape[1] != 256 or not len(table):
+            raise ValueError(f"DFA transitions must be [num_states, 256], got {table.shape}")
+        live = _live_states(table, np.asarray(dfa.accepting, dtype=bool))
+        table = np.where(live[table], table, 0).astype(np.int32)
+        self.dfa = dfa
+        self.info = info
+        self.num_states = len(table)
+        self.vocab_size = info.vocab_size
+        self.start = int(dfa.start) if live[int(dfa.start)] else 0
+        self._flat = np.ascontiguousarray(table).ravel()
+        self._walker = memoryview(self._flat)  # plain-int reads for short byte walks
+        self._accepting = np.asarray(dfa.accepting, dtype=bool) & live
+        outgoing = (table != 0).sum(axis=1)
+        self._single = np.where(outgoing == 1, (table != 0).argmax(axis=1), -1)
+        self._stops = np.asarray(info.stop_ids, dtype=np.int64)
+        self._stop_set = frozenset(info.stop_ids)
+        self._trie = token_trie(info)
+        self._words = (self.vocab_size + 31) // 32
+        self._packed: dict[int, np.ndarray] = {}
+        self._bool: dict[int, np.ndarray] = {}
+        self._tensors: dict[tuple[int, str], Any] = {}
+        self.cache_path = _cache_path(cache_dir, dfa, info) if cache_dir is not None else None
+        if self.cache_path is not None and self.cache_path.exists():
+            self._load(self.cache_path)
+
+    # -- masks ------------------------------------------------------------------------
+    def allowed(self, state: int) -> np.ndarray:
+        """Bool mask [vocab_size] of the tokens allowed in `state` (read-only view)."""
+        mask = self._bool.get(state)
+        if mask is None:
+            packed = self._packed.get(state)
+            if packed is None:
+                mask = self._build(state)
+            else:
+                bits = np.unpackbits(
+                    packed.view(np.uint8), count=self.vocab_size, bitorder="little"
+                )
+                mask = bits.view(bool)
+            self._bool[state] = mask
+        view = mask.view()
+        view.flags.writeable = False
+        return view
+
+    def packed(self, state: int) -> np.ndarray:
+        """The mask of `state` as packed uint32 words (read-only view)."""
+        words = self._packed.get(state)
+        if words is None:
+            self.allowed(state)
+            words = self._packed[state]
+        view = words.view()
+        view.flags.writeable = False
+        return view
+
+    def tensor(self, state: int, device: Any = "cpu") -> Any:
+        """The mask of `state` as a torch bool tensor on `device` (cached per device)."""
+        key = (state, str(device))
+        cached = self._tensors.get(key)
+        if cached is None:
+            import torch
+
+            self.allowed(state)
+            cached = torch.from_numpy(self._bool[state]).to(device)
+            self._tensors[key] = cached
+        return cached
+
+    def _build(self, state: int) -> np.ndarray:
+        mask = np.zeros(self.vocab_size, dtype=bool)
+        if 0 < state < self.num_states:
+            mask[self._trie.walk(self._flat, state)] = True
+            if self._accepting[state]:
+                mask[self._stops] = True
+        packed = np.packbits(mask, bitorder="little")
+        words = np.zeros(self._words * 4, dtype=np.uint8)
+        words[: len(packed)] = packed
+        self._packed[state] = words.view("<u4")
+        return mask
+
+    def precompute_all(self) -> None:
+        """Build the mask of every state reachable from the start; save if caching."""
+        for state in self.reachable_states():
+            if state not in self._packed:
+                self.allowed(state)
+        if self.cache_path is not None:
+            self.save()
+
+    def reachable_states(self) -> list[int]:
+        """Live states reachable from the start state, in breadth-first order."""
+        seen = {self.start} if self.start else set()
+        order = list(seen)
+        table = self._flat.reshape(self.num_states, 256)
+        for state in order:
+            for nxt in np.unique(table[state]).tolist():
+                if nxt and nxt not in seen:
+                    seen.add(nxt)
+                    order.append(nxt)
+        return order
+
+    @property
+    def built_states(self) -> int:
+        """How many states have a mask so far."""
+        return len(self._packed)
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes held by the mask caches and the transition table (not the shared trie)."""
+        total = sum(a.nbytes for a in self._packed.values())
+        total += sum(a.nbytes for a in self._bool.values())
+        total += sum(t.element_size() * t.nelement() for t in self._tensors.values())
+        return total + self._flat.nbytes
+
+    # -- walking ---------------------------------------------------------------------
+    def is_accepting(self, state: int) -> bool:
+        return bool(self._accepting[state])
+
+    def is_stop(self, token_id: int) -> bool:
+        return token_id in self._stop_set
+
+    def walk_bytes(self, state: int, data: bytes) -> int:
+        """The state after `data` from `state` (0: dead)."""
+        table = self._walker
+        for byte in data:
+            state = table[(state << 8) | byte]
+            if not state:
+                return 0
+        return state
+
+    def next_state(self, state: int, token_id: int) -> int:
+        """The state after `token_id` from `state` (0: not allowed).
+
+        A stop id leaves an accepting state unchanged. Costs one table read per byte.
+        """
+        if token_id in self._stop_set:
+            return state if self._accepting[state] else 0
+        if not 0 <= token_id < self.vocab_size:
+            return 0
+        data = self.info.token_bytes[token_id]
+        return self.walk_bytes(state, data) if data else 0
+
+    def forced_bytes(self, state: int, limit: int = FORCED_LIMIT) -> bytes:
+        """The longest byte string that is the only way on from `state`.
+
+        Follows states with exactly one live outgoing byte, stopping at an accepting state
+        (the grammar could stop there), at a branch, or after `limit` bytes.
+        """
+        out = bytearray()
+        while state and len(out) < limit and not self._accepting[state]:
+            byte = int(self._single[state])
+            if byte < 0:
+                break
+            out.append(byte)
+            state = self._walker[(state << 8) | byte]
+        return bytes(out)
+
+    # -- disk cache ------------------------------------------------------------------
+    def save(self) -> Path:
+        """Write the packed masks built so far to the cache file (atomically)."""
+        if self.cache_path is None:
+            raise ValueError("this TokenIndex has no cache_dir")
+        self.cache_path.parent.mkdir(parents=True, exist_ok=True)
+        states = np.asarray(sorted(self._packed), dtype=np.int32)
+        masks = np.stack([self._packed[s] for s in states.tolist()]) if len(states) else None
+        handle, tmp = tempfile.mkstemp(dir=self.cache_path.parent, suffix=".tmp")
+        try:
+            with os.fdopen(handle, "wb") as out:
+                np.savez(
+                    out,
+                    format=np.asarray(_CACHE_FORMAT),
+                    states=states,
+                    masks=np.zeros((0, self._words), "<u4") if masks is None else masks,
+                )
+            os.replace(tmp, self.cache_path)
+        finally:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+        return self.cache_path
+
+    def _load(self, path: Path) -> None:
+        """Read cached packed masks; an unreadable or mismatched file is ignored."""
+        try:
+            with np.load(path) as data:
+                fmt, states, masks = str(data["format"]), data["states"], data["masks"]
+        except (OSError, ValueError, KeyError):
+            return
+        if fmt != _CACHE_FORMAT or masks.ndim != 2 or masks.shape[1] != self._words:
+            return
+        for state, words in zip(states.tolist(), masks.astype("<u4"), strict=True):
+            if 0 <= state < self.num_states:
+                self._packed[state] = words
+
+
+def _live_states(table: np.ndarray, accepting: np.ndarray) -> np.ndarray:
+    """States from which an accepting state is reachable (never the dead state 0)."""
+    size = len(table)
+    sources = np.repeat(np.arange(size, dtype=np.int64), 256)
+    edges = np.unique(table.ravel().astype(np.int64) * size + sources)  # sorted by target
+    targets, froms = edges // size, edges % size
+    bounds = np.searchsorted(targets, np.arange(size + 1))
+    live = accepting.copy()
+    live[0] = False
+    todo = np.flatnonzero(live).tolist()
+    while todo:
+        state = todo.pop()
+        for prev in froms[bounds[state] : bounds[state + 1]].tolist():
+            if prev and not live[prev]:
+                live[prev] = True
+                todo.append(prev)
+    return live
+
+
+def _cache_path(cache_dir: Path | str, dfa: Any, info: TokenizerInfo) -> Path:
+    key = hashlib.sha256(f"{_CACHE_FORMAT} {dfa.fingerprint()} {info.fingerprint}".encode())
+    return Path(cache_dir) / f"index-{key.hexdigest()[:32]}.npz"

@@ -1,0 +1,192 @@
+"""Hand-made byte DFAs (duck-typed to the ByteDFA contract) and brute-force oracles.
+
+They let the token-level engine be tested independently of the schema compiler.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Sequence
+
+import numpy as np
+
+STRING = "STRING"  # '"' (UTF-8 text without '"', '\\', controls | '\\' escape)* '"'
+DIGITS = "DIGITS"  # [0-9]+
+
+
+class ToyDFA:
+    """transitions int32 [n, 256] (state 0 dead), accepting bool [n], start, fingerprint()."""
+
+    def __init__(self, rows: Sequence[Sequence[int]], accepting: Iterable[int], start: int = 1):
+        self.transitions = np.asarray(rows, dtype=np.int32).reshape(-1, 256)
+        self.accepting = np.zeros(len(self.transitions), dtype=bool)
+        self.accepting[list(accepting)] = True
+        self.start = start
+
+    @property
+    def num_states(self) -> int:
+        return len(self.transitions)
+
+    def fingerprint(self) -> str:
+        digest = hashlib.sha256(self.transitions.tobytes() + self.accepting.tobytes())
+        return f"{digest.hexdigest()}:{self.start}"
+
+    def walk(self, state: int, data: bytes) -> int:
+        for byte in data:
+            state = int(self.transitions[state, byte])
+        return state
+
+    def matches(self, data: bytes) -> bool:
+        return bool(self.accepting[self.walk(self.start, data)])
+
+
+class _Builder:
+    def __init__(self) -> None:
+        self.rows: list[list[int]] = [[0] * 256]
+
+    def new(self) -> int:
+        self.rows.append([0] * 256)
+        return len(self.rows) - 1
+
+    def literal(self, state: int, data: bytes) -> int:
+        for byte in data:
+            nxt = self.rows[state][byte] or self.new()
+            self.rows[state][byte] = nxt
+            state = nxt
+        return state
+
+    def utf8_loop(self, body: int) -> None:
+        """Every valid multi-byte UTF-8 character leads from `body` back to `body`."""
+        tail1, tail2, tail3 = self.new(), self.new(), self.new()
+        for state, nxt in ((tail1, body), (tail2, tail1), (tail3, tail2)):
+            self.rows[state][0x80:0xC0] = [nxt] * 64
+        leads = [
+            (range(0xC2, 0xE0), tail1, None),
+            (range(0xE1, 0xED), tail2, None),
+            (range(0xEE, 0xF0), tail2, None),
+            (range(0xF1, 0xF4), tail3, None),
+            ([0xE0], tail1, range(0xA0, 0xC0)),
+            ([0xED], tail1, range(0x80, 0xA0)),
+            ([0xF0], tail2, range(0x90, 0xC0)),
+            ([0xF4], tail2, range(0x80, 0x90)),
+        ]
+        for lead_bytes, tail, narrow in leads:
+            if narrow is None:
+                for lead in lead_bytes:
+                    self.rows[body][lead] = tail
+            else:
+                first = self.new()
+                self.rows[body][lead_bytes[0]] = first
+                for byte in narrow:
+                    self.rows[first][byte] = tail
+
+    def string(self, state: int) -> int:
+        body, escape, end = self.new(), self.new(), self.new()
+        self.rows[state][ord('"')] = body
+        for byte in range(0x20, 0x80):
+            self.rows[body][byte] = body
+        self.rows[body][ord('"')] = end
+        self.rows[body][ord("\\")] = escape
+        for byte in b'"\\/bfnrt':
+            self.rows[escape][byte] = body
+        self.utf8_loop(body)
+        return end
+
+    def digits(self, state: int) -> int:
+        loop = self.new()
+        for byte in b"0123456789":
+            self.rows[state][byte] = loop
+            self.rows[loop][byte] = loop
+        return loop
+
+
+def literal_dfa(words: Iterable[bytes]) -> ToyDFA:
+    """A trie DFA accepting exactly `words` (not minimised; every state can accept)."""
+    build = _Builder()
+    start = build.new()
+    ends = {build.literal(start, word) for word in words}
+    return ToyDFA(build.rows, ends, start)
+
+
+def chain_dfa(*parts: bytes | str) -> ToyDFA:
+    """Literals, STRING and DIGITS one after another (a DIGITS part must not be followed
+    by a literal starting with a digit)."""
+    build = _Builder()
+    state = start = build.new()
+    for part in parts:
+        if isinstance(part, bytes):
+            state = build.literal(state, part)
+        elif part == STRING:
+            state = build.string(state)
+        elif part == DIGITS:
+            state = build.digits(state)
+        else:
+            raise ValueError(part)
+    return ToyDFA(build.rows, [state], start)
+
+
+def person_dfa() -> ToyDFA:
+    """A JSON-object-like DFA: {"name": <string>, "age": <digits>}."""
+    return chain_dfa(b'{"name": ', STRING, b', "age": ', DIGITS, b"}")
+
+
+def live_states(dfa: ToyDFA) -> set[int]:
+    """States that can reach an accepting state (plain fixpoint, the oracle's own)."""
+    live = {s for s in range(dfa.num_states) if dfa.accepting[s] and s}
+    rows = dfa.transitions.tolist()
+    changed = True
+    while changed:
+        changed = False
+        for state, row in enumerate(rows):
+            if state and state not in live and any(t in live for t in row):
+                live.add(state)
+                changed = True
+    return live
+
+
+def brute_next(dfa: ToyDFA, live: set[int], state: int, data: bytes | None) -> int:
+    """The state after `data` from `state`, 0 if any step leaves the live states."""
+    if not data:
+        return 0
+    rows = dfa.transitions
+    for byte in data:
+        state = int(rows[state, byte])
+        if state not in live:
+            return 0
+    return state
+
+
+def brute_allowed(
+    dfa: ToyDFA, token_bytes: Sequence[bytes | None], stop_ids: Iterable[int], state: int
+) -> np.ndarray:
+    """The allowed-token mask of `state`, one Python walk per token."""
+    live = live_states(dfa)
+    rows = dfa.transitions.tolist()
+    stops = set(stop_ids)
+    mask = np.zeros(len(token_bytes), dtype=bool)
+    if state not in live:
+        return mask
+    for token, data in enumerate(token_bytes):
+        if token in stops or not data:
+            continue
+        current = state
+        for byte in data:
+            current = rows[current][byte]
+            if current not in live:
+                break
+        else:
+            mask[token] = True
+    for stop in stops:
+        mask[stop] = bool(dfa.accepting[state])
+    return mask
+
+
+def reachable(dfa: ToyDFA) -> list[int]:
+    """States reachable from the start (breadth first)."""
+    order, seen = [dfa.start], {dfa.start}
+    for state in order:
+        for nxt in set(dfa.transitions[state].tolist()):
+            if nxt and nxt not in seen:
+                seen.add(nxt)
+                order.append(nxt)
+    return order

@@ -1,0 +1,243 @@
+"""TokenIndex: every mask equals a brute-force walk of the byte table."""
+
+from __future__ import annotations
+
+from unittest import mock
+
+import numpy as np
+import pytest
+from grammar_helpers import (
+    DIGITS,
+    STRING,
+    ToyDFA,
+    brute_allowed,
+    brute_next,
+    chain_dfa,
+    literal_dfa,
+    live_states,
+    person_dfa,
+    reachable,
+)
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kor_cli.grammar import trie as trie_module
+from kor_cli.grammar.index import TokenIndex
+from kor_cli.grammar.vocab import TokenizerInfo
+from kor_cli.testing import TOKENIZER_NAMES
+
+# Force each walk strategy in turn: 0.0 → always whole levels, 2.0 → always byte ranges.
+WALKS = pytest.mark.parametrize("share", [0.0, 2.0], ids=["dense", "ranges"])
+
+TOY_BYTES: list[bytes | None] = [
+    b"a", b"b", b"c", b"ab", b"abc", b"ba", b"cab", b"aaaa", b"\xc3", b"\xa9", b"\xc3\xa9",
+    None, b"", b"ab", b"{", b'{"', b'"', b'",', b"1", b"12", b"x1",
+]  # fmt: skip
+
+
+def toy_info(**kw: object) -> TokenizerInfo:
+    # id 11 (None) is the stop token; 13 duplicates 3; 21.. are padding
+    return TokenizerInfo(TOY_BYTES, stop_ids=[11], vocab_size=24, **kw)  # type: ignore[arg-type]
+
+
+def check_index(index: TokenIndex, dfa: ToyDFA, states: list[int]) -> None:
+    info = index.info
+    live = live_states(dfa)
+    for state in states:
+        want = brute_allowed(dfa, info.token_bytes, info.stop_ids, state)
+        got = index.allowed(state)
+        assert got.dtype == bool and got.shape == (info.vocab_size,)
+        mismatch = np.flatnonzero(got != want)
+        assert not len(mismatch), (state, [(i, info.token_bytes[i]) for i in mismatch[:10]])
+        unpacked = np.unpackbits(index.packed(state).view(np.uint8), bitorder="little")
+        assert np.array_equal(unpacked[: info.vocab_size].astype(bool), want)
+        assert not unpacked[info.vocab_size :].any()
+        for token in np.flatnonzero(want)[:200].tolist():
+            if token not in info.stop_ids:
+                assert index.next_state(state, token) == brute_next(
+                    dfa, live, state, info.token_bytes[token]
+                )
+
+
+@WALKS
+def test_toy_vocab_on_a_person_dfa(share: float) -> None:
+    dfa = person_dfa()
+    with mock.patch.object(trie_module, "_DENSE_SHARE", share):
+        index = TokenIndex(dfa, toy_info())
+        check_index(index, dfa, list(range(dfa.num_states)))
+
+
+@st.composite
+def random_dfas(draw: st.DrawFn) -> ToyDFA:
+    """Small random DFAs over a handful of bytes (the rest go to the dead state)."""
+    size = draw(st.integers(2, 7))
+    alphabet = draw(st.lists(st.sampled_from(b'abc{"1,\xc3\xa9x'), min_size=1, unique=True))
+    rows = [[0] * 256 for _ in range(size)]
+    for state in range(1, size):
+        for byte in alphabet:
+            rows[state][byte] = draw(st.integers(0, size - 1))
+    accepting = draw(st.sets(st.integers(1, size - 1)))
+    return ToyDFA(rows, accepting, start=draw(st.integers(1, size - 1)))
+
+
+@WALKS
+@settings(max_examples=150, deadline=None)
+@given(dfa=random_dfas(), extra=st.lists(st.binary(min_size=1, max_size=6), max_size=30))
+def test_random_dfas_and_vocabularies(share: float, dfa: ToyDFA, extra: list[bytes]) -> None:
+    info = TokenizerInfo([*TOY_BYTES, *extra], stop_ids=[11, 2], vocab_size=len(TOY_BYTES) + 40)
+    with mock.patch.object(trie_module, "_DENSE_SHARE", share):
+        index = TokenIndex(dfa, info)
+        check_index(index, dfa, list(range(dfa.num_states)))
+
+
+def test_stop_ids_only_in_accepting_states() -> None:
+    dfa = literal_dfa([b"ab", b"abc"])
+    index = TokenIndex(dfa, toy_info())
+    after_ab = dfa.walk(dfa.start, b"ab")
+    assert index.allowed(after_ab)[11] and index.is_accepting(after_ab)
+    assert not index.allowed(dfa.start)[11]
+    assert index.next_state(after_ab, 11) == after_ab
+    assert index.next_state(dfa.start, 11) == 0
+
+
+def test_none_empty_and_padding_never_allowed() -> None:
+    # a DFA that accepts every byte string: everything with bytes is allowed
+    dfa = ToyDFA([[0] * 256, [1] * 256], accepting=[1])
+    index = TokenIndex(dfa, toy_info())
+    mask = index.allowed(1)
+    assert mask[11] and not mask[12] and not mask[21:].any()
+    assert mask[[i for i, b in enumerate(TOY_BYTES) if b]].all()
+    assert index.next_state(1, 12) == 0 and index.next_state(1, 99) == 0
+
+
+def test_states_that_cannot_accept_count_as_dead() -> None:
+    # 1 -a-> 2 (accepting), 1 -b-> 3 -a-> 3: state 3 can never accept
+    rows = [[0] * 256 for _ in range(4)]
+    rows[1][ord("a")], rows[1][ord("b")], rows[3][ord("a")] = 2, 3, 3
+    dfa = ToyDFA(rows, accepting=[2])
+    index = TokenIndex(dfa, toy_info())
+    assert np.flatnonzero(index.allowed(1)).tolist() == [0]  # "a" only, not "b" or "ba"
+    assert not index.allowed(3).any()
+    assert index.forced_bytes(1) == b"a"
+
+
+def test_reachable_states_and_precompute_all() -> None:
+    dfa = person_dfa()
+    index = TokenIndex(dfa, toy_info())
+    assert index.reachable_states() == reachable(dfa)
+    index.precompute_all()
+    assert index.built_states == len(reachable(dfa))
+    assert index.nbytes > 0
+
+
+def test_disk_cache_round_trip(tmp_path) -> None:
+    dfa = chain_dfa(b"[", DIGITS, b"]")
+    first = TokenIndex(dfa, toy_info(), cache_dir=tmp_path)
+    first.precompute_all()
+    files = list(tmp_path.iterdir())
+    assert files == [first.cache_path]
+    second = TokenIndex(dfa, toy_info(), cache_dir=tmp_path)
+    assert second.built_states == first.built_states
+    for state in reachable(dfa):
+        assert np.array_equal(second.allowed(state), first.allowed(state))
+        assert np.array_equal(second.packed(state), first.packed(state))
+    # another grammar or another tokenizer uses another file
+    other = TokenIndex(chain_dfa(b"[", DIGITS, b")"), toy_info(), cache_dir=tmp_path)
+    assert other.cache_path != first.cache_path and other.built_states == 0
+    widths = TokenIndex(dfa, TokenizerInfo(TOY_BYTES, [11], 64), cache_dir=tmp_path)
+    assert widths.cache_path != first.cache_path
+
+
+def test_broken_cache_file_is_ignored(tmp_path) -> None:
+    dfa = chain_dfa(b"[", DIGITS, b"]")
+    index = TokenIndex(dfa, toy_info(), cache_dir=tmp_path)
+    assert index.cache_path is not None
+    index.cache_path.write_bytes(b"not an npz file")
+    again = TokenIndex(dfa, toy_info(), cache_dir=tmp_path)
+    assert again.built_states == 0
+    assert np.array_equal(again.allowed(dfa.start), index.allowed(dfa.start))
+    with pytest.raises(ValueError, match="no cache_dir"):
+        TokenIndex(dfa, toy_info()).save()
+
+
+def test_masks_are_read_only_and_tensors_cached() -> None:
+    torch = pytest.importorskip("torch")
+    dfa = person_dfa()
+    index = TokenIndex(dfa, toy_info())
+    mask = index.allowed(dfa.start)
+    with pytest.raises(ValueError):
+        mask[0] = True
+    tensor = index.tensor(dfa.start, "cpu")
+    assert tensor.dtype == torch.bool and tensor.shape == (24,)
+    assert tensor.numpy().tolist() == mask.tolist()
+    assert index.tensor(dfa.start, torch.device("cpu")) is tensor
+
+
+def test_forced_bytes_follow_single_paths() -> None:
+    dfa = person_dfa()
+    index = TokenIndex(dfa, toy_info())
+    assert index.forced_bytes(dfa.start) == b'{"name": "'
+    in_string = dfa.walk(dfa.start, b'{"name": "x')
+    assert index.forced_bytes(in_string) == b""
+    closed = dfa.walk(dfa.start, b'{"name": "x"')
+    assert index.forced_bytes(closed) == b', "age": '
+    assert index.forced_bytes(closed, limit=3) == b', "'
+    in_digits = dfa.walk(closed, b', "age": 4')
+    assert index.forced_bytes(in_digits) == b""
+
+
+def test_rejects_malformed_tables() -> None:
+    with pytest.raises(ValueError, match="num_states, 256"):
+        TokenIndex(mock.Mock(transitions=np.zeros((2, 10), dtype=np.int32)), toy_info())
+
+
+# -- real tokenizers -------------------------------------------------------------------
+
+SAMPLE = '{"name": "Zoë \\"Z\\" 中文 😀", "age": 42}'.encode()
+
+
+def path_states(dfa: ToyDFA, data: bytes) -> list[int]:
+    states, state = [dfa.start], dfa.start
+    for byte in data:
+        state = int(dfa.transitions[state, byte])
+        states.append(state)
+    return list(dict.fromkeys(states))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", TOKENIZER_NAMES)
+def test_real_masks_equal_brute_force(name, tokenizer_info_factory) -> None:
+    info = tokenizer_info_factory(name)
+    dfa = person_dfa()
+    assert dfa.matches(SAMPLE)
+    index = TokenIndex(dfa, info)
+    # every state on the way: keys, punctuation, string body, UTF-8 tails, escapes, digits
+    chosen = path_states(dfa, SAMPLE)
+    check_index(index, dfa, chosen)
+    final = dfa.walk(dfa.start, SAMPLE)
+    assert index.allowed(final)[list(info.stop_ids)].all()
+    assert not index.allowed(dfa.start)[list(info.stop_ids)].any()
+    padding = [i for i, b in enumerate(info.token_bytes) if b is None]
+    assert not any(index.allowed(s)[padding].any() for s in chosen if s != final)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", TOKENIZER_NAMES)
+def test_real_literal_and_loop_dfas(name, tokenizer_info_factory) -> None:
+    info = tokenizer_info_factory(name)
+    words = [b'"yes"', b'"no"', b'"maybe"', b"null", " \u00e9t\u00e9 \u4e2d".encode()]
+    for dfa in (literal_dfa(words), chain_dfa(b"[", DIGITS, b"]"), chain_dfa(STRING)):
+        index = TokenIndex(dfa, info)
+        check_index(index, dfa, reachable(dfa)[:6])
+
+
+@pytest.mark.slow
+def test_real_qwen_padding_ids_never_allowed(tokenizer_info_factory) -> None:
+    info = tokenizer_info_factory("qwen")
+    dfa = ToyDFA([[0] * 256, [1] * 256], accepting=[1])  # any byte string
+    mask = TokenIndex(dfa, info).allowed(1)
+    assert mask.shape == (151_936,)
+    assert not mask[151_851:].any()  # padding
+    assert not mask[151_644:151_851].any()  # specials that are not stops
+    assert mask[151_643]  # <|endoftext|>: the stop id
+    assert mask[:151_643].all()
