@@ -1,0 +1,99 @@
+"""GrammarMatcher: one request's position in the grammar, advanced token by token.
+
+The matcher keeps a history of states (one entry per accepted token or byte string) so the
+decode loop can roll back speculative or backed-off tokens. After a stop token, accepted in
+an accepting state, the matcher is finished and allows nothing more.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from kor_cli.grammar.index import FORCED_LIMIT, TokenIndex
+
+
+class GrammarMatcher:
+    """Per-request state over a shared `TokenIndex`."""
+
+    def __init__(self, index: TokenIndex) -> None:
+        if not index.start:
+            raise ValueError("the grammar's start state is dead: it accepts nothing")
+        self.index = index
+        self._history: list[int] = [index.start]
+        self._finished = False
+
+    @property
+    def state(self) -> int:
+        """The current DFA state."""
+        return self._history[-1]
+
+    @property
+    def is_accepting(self) -> bool:
+        """True when the output so far is a complete match (a stop token is allowed)."""
+        return self.index.is_accepting(self.state)
+
+    @property
+    def is_finished(self) -> bool:
+        """True after a stop token was accepted."""
+        return self._finished
+
+    @property
+    def steps(self) -> int:
+        """How many accepted tokens/byte strings the history holds (what rollback undoes)."""
+        return len(self._history) - 1
+
+    def accept_token(self, token_id: int) -> bool:
+        """Advance over `token_id`; False (and no change) if the grammar forbids it."""
+        if self._finished:
+            return False
+        nxt = self.index.next_state(self.state, token_id)
+        if not nxt:
+            return False
+        self._history.append(nxt)
+        if self.index.is_stop(token_id):
+            self._finished = True
+        return True
+
+    def accept_bytes(self, data: bytes) -> bool:
+        """Advance over raw bytes (jump-forward text); False (and no change) if forbidden."""
+        if self._finished:
+            return False
+        nxt = self.index.walk_bytes(self.state, data)
+        if not nxt:
+            return False
+        self._history.append(nxt)
+        return True
+
+    def rollback(self, n_tokens: int = 1) -> None:
+        """Undo the last `n_tokens` accepted tokens or byte strings (a stop included)."""
+        if not 0 <= n_tokens <= self.steps:
+            raise ValueError(f"cannot roll back {n_tokens} steps; the history holds {self.steps}")
+        if n_tokens:
+            del self._history[-n_tokens:]
+            self._finished = False  # a stop token is always the last step
+
+    def reset(self) -> None:
+        """Back to the start state with an empty history."""
+        del self._history[1:]
+        self._finished = False
+
+    def _mask_state(self) -> int:
+        return 0 if self._finished else self.state  # the dead state allows nothing
+
+    def allowed_mask(self) -> np.ndarray:
+        """Bool [vocab_size]: the tokens allowed next (read-only, shared)."""
+        return self.index.allowed(self._mask_state())
+
+    def packed_mask(self) -> np.ndarray:
+        """The allowed tokens as packed uint32 words (token i: bit i % 32 of word i // 32)."""
+        return self.index.packed(self._mask_state())
+
+    def mask_tensor(self, device: Any = "cpu") -> Any:
+        """The allowed tokens as a torch bool tensor on `device` (shared: do not modify)."""
+        return self.index.tensor(self._mask_state(), device)
+
+    def forced_bytes(self, limit: int = FORCED_LIMIT) -> bytes:
+        """The longest byte string that is the only way forward (b"" at a branch/accept)."""
+        return b"" if self._finished else self.index.forced_bytes(self.state, limit)
