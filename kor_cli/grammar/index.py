@@ -131,10 +131,13 @@ class TokenIndex:
         return mask
 
     def precompute_all(self) -> None:
-        """Build the mask of every state reachable from the start; save if caching."""
+        """Build the packed mask of every state reachable from the start; save if caching.
+
+        Bool arrays and tensors are still made only for the states a request visits.
+        """
         for state in self.reachable_states():
             if state not in self._packed:
-                self.allowed(state)
+                self._build(state)
         if self.cache_path is not None:
             self.save()
 
@@ -160,7 +163,8 @@ class TokenIndex:
         """Bytes held by the mask caches and the transition table (not the shared trie)."""
         total = sum(a.nbytes for a in self._packed.values())
         total += sum(a.nbytes for a in self._bool.values())
-        total += sum(t.element_size() * t.nelement() for t in self._tensors.values())
+        devices = (t for t in self._tensors.values() if t.device.type != "cpu")  # cpu: shared
+        total += sum(t.element_size() * t.nelement() for t in devices)
         return total + self._flat.nbytes
 
     # -- walking ---------------------------------------------------------------------
