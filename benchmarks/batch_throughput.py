@@ -1,8 +1,10 @@
 """Records per second of `kor-cli batch` at batch sizes 1, 4 and 8.
 
-Runs the batch loop itself (plan → extract → merge → append + fsync, the same
+`batch`: the batch loop itself (plan → extract → merge → append + fsync, the same
 `process_batch` and `OutputSink` that `kor-cli batch` uses) on synthetic person records,
-with the model loaded once and one warm-up batch first. Without `--model` it builds the
+with the model loaded once and one warm-up batch first. `decoder`: the same prompts
+through `Decoder.generate_batch` alone, i.e. what batched generation gives when the
+extraction seam (`kor_cli.batch.extract_batch`) uses it. Without `--model` it builds the
 tiny random-weight test model (mistral-sp tokenizer), so it runs offline anywhere.
 
     python benchmarks/batch_throughput.py [--model DIR] [--records 32] [--max-tokens 32]
@@ -63,6 +65,17 @@ def measure(
         return time.perf_counter() - started
 
 
+def measure_decoder(extractor: Extractor, records: list[Record], size: int) -> float:
+    """Seconds to generate for all records' prompts with batched decoding alone."""
+    prompts = [extractor.prompt_ids(str(record.text)) for record in records]
+    started = time.perf_counter()
+    for start in range(0, len(prompts), size):
+        extractor.decoder.generate_batch(
+            prompts[start : start + size], extractor.options.sampling, stop_strings=("</json>",)
+        )
+    return time.perf_counter() - started
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", help="model folder or hub id (default: the tiny test model)")
@@ -87,17 +100,26 @@ def main() -> None:
         records = synthetic_records(args.records)
         measure(extractor, planner, records[:8], 8, folder)  # warm-up
         sizes = [int(s) for s in args.sizes.split(",")]
-        runs: dict[int, list[float]] = {size: [] for size in sizes}
+        runs: dict[tuple[str, int], list[float]] = {}
         for _ in range(args.repeats):  # interleaved, so load from elsewhere hits every size
             for size in sizes:
-                runs[size].append(measure(extractor, planner, records, size, folder))
+                batch_seconds = measure(extractor, planner, records, size, folder)
+                runs.setdefault(("batch", size), []).append(batch_seconds)
+                runs.setdefault(("decoder", size), []).append(
+                    measure_decoder(extractor, records, size)
+                )
         rows: list[dict[str, Any]] = []
         for size in sizes:
-            seconds = statistics.median(runs[size])
-            rate = len(records) / seconds
-            rows.append({"batch_size": size, "seconds": round(seconds, 3)})
-            rows[-1]["records_per_second"] = round(rate, 2)
-            print(f"batch size {size:>2}: {rate:8.2f} records/s ({seconds:.2f} s)")
+            row: dict[str, Any] = {"batch_size": size}
+            for kind in ("batch", "decoder"):
+                row[f"{kind}_records_per_second"] = round(
+                    len(records) / statistics.median(runs[kind, size]), 2
+                )
+            rows.append(row)
+            print(
+                f"batch size {size:>2}: batch {row['batch_records_per_second']:7.2f} records/s,"
+                f" decoder alone {row['decoder_records_per_second']:7.2f} records/s"
+            )
 
     report = {
         "model": args.model or "tiny random-weight Llama (hidden 64, 2 layers, mistral-sp 32k)",
