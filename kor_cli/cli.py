@@ -10,8 +10,8 @@ from kor_cli.console import emit_json, emit_text, run_guarded, warn
 from kor_cli.errors import EXIT_INVALID, EXIT_OK, InputError
 
 EXIT_CODES = """\
-Exit codes: 0 valid record · 1 no valid record · 2 usage, schema or input error ·
-4 model failed to load · 130 interrupted."""
+Exit codes: 0 valid record(s) · 1 no valid record · 2 usage, schema or input error ·
+3 batch: some records failed · 4 model failed to load · 130 interrupted."""
 
 app = typer.Typer(
     name="kor-cli",

@@ -18,7 +18,7 @@ from kor_cli.errors import EXIT_INTERRUPTED, KorError
 
 T = TypeVar("T")
 
-err_console = Console(stderr=True, highlight=False)
+err_console = Console(stderr=True, highlight=False, soft_wrap=True)
 
 EXIT_INTERNAL = 70
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
-from kor_cli.decode import Decoder, SamplingOptions
+from kor_cli.decode import Decoder, DecodeResult, SamplingOptions
 from kor_cli.errors import UsageError
 from kor_cli.models import LoadedModel, encode_prompt
 from kor_cli.parse import ParseFailure, parse_prompt_output
@@ -78,9 +78,20 @@ class Extractor:
         return encode_prompt(self.loaded, prompt, chat=self.options.chat)
 
     def extract(self, text: str) -> ExtractResult:
-        decoded = self.decoder.generate(
-            self.prompt_ids(text), self.options.sampling, stop_strings=("</json>",)
+        """Extract one record from `text`."""
+        return self.extract_batch([text])[0]
+
+    def extract_batch(self, texts: list[str]) -> list[ExtractResult]:
+        """Extract one record per text with a single batched generation."""
+        decoded = self.decoder.generate_batch(
+            [self.prompt_ids(text) for text in texts],
+            self.options.sampling,
+            stop_strings=("</json>",),
         )
+        return [self._finish(result) for result in decoded]
+
+    def _finish(self, decoded: DecodeResult) -> ExtractResult:
+        """Parse and validate one generation into a result."""
         data: Any = None
         errors: list[str] = []
         try:

@@ -33,7 +33,7 @@ def tokenizer_available(name: str) -> bool:
     return importlib.util.find_spec(package) is not None
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def load_offline_tokenizer(name: str) -> Any:
     """A transformers fast tokenizer for `name` in TOKENIZER_NAMES, built from package files.
 
