@@ -1,0 +1,226 @@
+"""AST → byte NFA → DFA → minimal byte DFA (`ByteDFA`), plus DFA products.
+
+Construction works on byte classes (the coarsest partition of 0..255 that the grammar
+cannot tell apart) and expands to 256 columns only at the end. Results are minimal and
+canonically numbered, so `fingerprint()` identifies the language.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+
+import numpy as np
+
+from kor_cli.errors import GrammarError
+from kor_cli.grammar.ast import (
+    NOTHING,
+    Alt,
+    Automaton,
+    Join,
+    Node,
+    Product,
+    Repeat,
+    Seq,
+    alt,
+    is_nothing,
+    join,
+    repeat,
+    seq,
+)
+from kor_cli.grammar.minimize import determinize, minimize
+from kor_cli.grammar.nfa import NFA, byte_classes, leaf_masks
+
+DEFAULT_MAX_STATES = 50_000
+
+
+class ByteDFA:
+    """A deterministic automaton over bytes.
+
+    `transitions`: int32 [num_states, 256]; state 0 is the dead state (all transitions to
+    0, never accepting). `accepting`: bool [num_states]. `start`: never 0.
+    """
+
+    __slots__ = ("transitions", "accepting", "start", "_compressed")
+
+    def __init__(self, transitions: np.ndarray, accepting: np.ndarray, start: int) -> None:
+        transitions = np.ascontiguousarray(transitions, dtype=np.int32)
+        accepting = np.ascontiguousarray(accepting, dtype=bool)
+        if transitions.ndim != 2 or transitions.shape[1] != 256:
+            raise ValueError(f"transitions must be [num_states, 256], got {transitions.shape}")
+        if len(accepting) != len(transitions) or not 0 < start < len(transitions):
+            raise ValueError("accepting must match transitions and 0 < start < num_states")
+        if transitions[0].any() or accepting[0]:
+            raise ValueError("state 0 must be the dead state")
+        self.transitions = transitions
+        self.accepting = accepting
+        self.start = int(start)
+        self._compressed: tuple[np.ndarray, list[int], np.ndarray] | None = None
+
+    @property
+    def num_states(self) -> int:
+        return len(self.transitions)
+
+    def step(self, state: int, byte: int) -> int:
+        return int(self.transitions[state, byte])
+
+    def walk(self, state: int, data: bytes) -> int:
+        """State after reading `data` from `state` (0 if it dies)."""
+        table = self.transitions
+        for byte in data:
+            state = int(table[state, byte])
+            if not state:
+                return 0
+        return state
+
+    def accepts(self, data: bytes) -> bool:
+        return bool(self.accepting[self.walk(self.start, data)])
+
+    def is_empty(self) -> bool:
+        """True if the language is empty (minimal DFAs: no accepting state)."""
+        return not self.accepting.any()
+
+    def fingerprint(self) -> str:
+        digest = hashlib.sha256(b"kor-byte-dfa-v1")
+        digest.update(self.start.to_bytes(8, "little"))
+        digest.update(self.accepting.astype(np.uint8).tobytes())
+        digest.update(self.transitions.astype("<i4").tobytes())
+        return digest.hexdigest()
+
+    def compressed(self) -> tuple[np.ndarray, list[int], np.ndarray]:
+        """(class of each byte, byte mask of each class, table [num_states, num_classes]).
+
+        Classes group bytes with identical columns, ordered by their lowest byte.
+        """
+        if self._compressed is None:
+            class_of, reps = column_classes(self.transitions)
+            masks = [0] * len(reps)
+            for b, k in enumerate(class_of.tolist()):
+                masks[k] |= 1 << b
+            self._compressed = (class_of, masks, self.transitions[:, reps])
+        return self._compressed
+
+    def __repr__(self) -> str:
+        return f"ByteDFA(num_states={self.num_states}, start={self.start})"
+
+
+def column_classes(table: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Group equal columns: (class of each column, first column of each class), by first column."""
+    _, first, inverse = np.unique(table.T, axis=0, return_index=True, return_inverse=True)
+    order = np.argsort(first)
+    rank = np.empty_like(order)
+    rank[order] = np.arange(len(order))
+    return rank[inverse.ravel()], first[order]
+
+
+def from_class_table(
+    table: np.ndarray, accepting: np.ndarray, start: int, class_of: np.ndarray
+) -> ByteDFA:
+    """Minimise a class-level table and expand it to a `ByteDFA` (empty language allowed)."""
+    table, accepting, start = minimize(table, accepting, start)
+    if start == 0:
+        return empty_dfa()
+    return ByteDFA(table[:, class_of], accepting, start)
+
+
+def empty_dfa() -> ByteDFA:
+    """The DFA of the empty language."""
+    return ByteDFA(np.zeros((2, 256), dtype=np.int32), np.zeros(2, dtype=bool), 1)
+
+
+def minimal(transitions: np.ndarray, accepting: np.ndarray, start: int) -> ByteDFA:
+    """Minimal canonical DFA of a raw [num_states, 256] table with dead state 0."""
+    class_of, reps = column_classes(np.asarray(transitions, dtype=np.int32))
+    table = np.asarray(transitions, dtype=np.int32)[:, reps]
+    return from_class_table(table, np.asarray(accepting, dtype=bool), start, class_of)
+
+
+def compile_ast(node: Node, max_states: int = DEFAULT_MAX_STATES) -> ByteDFA:
+    """The minimal byte DFA of `node` (an empty DFA for the empty language)."""
+    node = _lower(node, max_states, {})
+    if is_nothing(node):
+        return empty_dfa()
+    class_of, class_masks = byte_classes(leaf_masks(node))
+    nfa = NFA(class_masks, limit=10 * max_states)
+    start = nfa.new()
+    accept = nfa.build(node, start)
+    table, accepting = determinize(nfa.edges, nfa.eps, start, accept, len(class_masks), max_states)
+    return from_class_table(table, accepting, 1, class_of)
+
+
+def _lower(node: Node, max_states: int, memo: dict[int, Node]) -> Node:
+    """Replace `Product` nodes by the `Automaton` of their language (bottom-up)."""
+    done = memo.get(id(node))
+    if done is not None:
+        return done
+    if isinstance(node, Product):
+        left = compile_ast(node.left, max_states)
+        right = compile_ast(node.right, max_states)
+        dfa = product(left, right, node.op, max_states)
+        out: Node = NOTHING if dfa.is_empty() else Automaton(dfa)
+    else:
+        out = _rebuild(node, lambda child: _lower(child, max_states, memo))
+    memo[id(node)] = out
+    return out
+
+
+def _rebuild(node: Node, fn: Callable[[Node], Node]) -> Node:
+    if isinstance(node, (Seq, Alt)):
+        items = [fn(x) for x in node.items]
+        if all(a is b for a, b in zip(items, node.items, strict=True)):
+            return node
+        return seq(*items) if isinstance(node, Seq) else alt(*items)
+    if isinstance(node, Repeat):
+        sep = None if node.sep is None else fn(node.sep)
+        return repeat(fn(node.item), node.min, node.max, sep)
+    if isinstance(node, Join):
+        items = [(fn(x), req) for x, req in node.items]
+        tail = None if node.tail is None else fn(node.tail)
+        return join(items, fn(node.sep), tail, node.min_count, node.max_count)
+    return node
+
+
+def product(a: ByteDFA, b: ByteDFA, op: str, max_states: int = DEFAULT_MAX_STATES) -> ByteDFA:
+    """Minimal DFA of a ∩ b (`op` "and") or a ∖ b (`op` "diff")."""
+    ca, _, ta = a.compressed()
+    cb, _, tb = b.compressed()
+    joint = ca * tb.shape[1] + cb
+    class_of, reps = column_classes(joint[None, :])
+    ta, tb = ta[:, ca[reps]], tb[:, cb[reps]]
+    nb = len(tb)
+    codes = {a.start * nb + b.start: 1}
+    order = [a.start * nb + b.start]
+    frontier = np.array(order, dtype=np.int64)
+    rows: list[np.ndarray] = []
+    while len(frontier):
+        xa, yb = frontier // nb, frontier % nb
+        nxt = ta[xa].astype(np.int64) * nb + tb[yb]
+        dead = ta[xa] == 0
+        if op == "and":
+            dead |= tb[yb] == 0
+        nxt[dead] = -1
+        rows.append(nxt)
+        fresh = []
+        for code in np.unique(nxt[nxt >= 0]).tolist():
+            if code not in codes:
+                codes[code] = len(order) + 1
+                order.append(code)
+                fresh.append(code)
+        if len(order) >= max_states:
+            raise GrammarError(
+                f"grammar too large: more than {max_states} DFA states in an intersection "
+                "(simplify patterns, lengths or allOf/oneOf/not combinations)"
+            )
+        frontier = np.array(fresh, dtype=np.int64)
+    allcodes = np.array(order, dtype=np.int64)
+    sorter = np.argsort(allcodes)
+    raw = np.concatenate(rows) if rows else np.zeros((0, len(reps)), dtype=np.int64)
+    pos = np.searchsorted(allcodes, raw, sorter=sorter)
+    pos = np.minimum(pos, len(allcodes) - 1)
+    ids = np.where(raw >= 0, sorter[pos] + 1, 0)
+    table = np.zeros((len(order) + 1, len(reps)), dtype=np.int32)
+    table[1:] = ids
+    xs, ys = allcodes // nb, allcodes % nb
+    acc = a.accepting[xs] & (b.accepting[ys] if op == "and" else ~b.accepting[ys])
+    accepting = np.concatenate(([False], acc))
+    return from_class_table(table, accepting, 1, class_of)

@@ -1,0 +1,216 @@
+"""Subset construction and minimisation on class-compressed DFA tables.
+
+Tables are int32 [num_states, num_classes] with state 0 the dead state. Minimisation is
+Hopcroft's algorithm for partial DFAs (transitions to the dead state count as undefined,
+so only live transitions are ever scanned), followed by a canonical BFS numbering: two
+grammars with the same language get the same table.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from kor_cli.errors import GrammarError
+
+
+def determinize(
+    edges: Sequence[Sequence[tuple[int, int]]],
+    eps: Sequence[Sequence[int]],
+    start: int,
+    accept: int,
+    num_classes: int,
+    max_states: int,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Subset construction of an NFA over byte classes: (table, accepting)."""
+    closures: dict[int, frozenset[int]] = {}
+
+    def closure(state: int) -> frozenset[int]:
+        found = closures.get(state)
+        if found is None:
+            seen, stack, out = {state}, [state], []
+            while stack:
+                x = stack.pop()
+                if edges[x] or x == accept:
+                    out.append(x)
+                for y in eps[x]:
+                    if y not in seen:
+                        seen.add(y)
+                        stack.append(y)
+            found = closures[state] = frozenset(out)
+        return found
+
+    full = (1 << num_classes) - 1
+    sets: list[frozenset[int]] = [frozenset(), closure(start)]
+    ids = {sets[0]: 0, sets[1]: 1}
+    unions: dict[frozenset[int], int] = {}
+    triples: list[tuple[int, int, int]] = []
+    i = 1
+    while i < len(sets):
+        for mask, targets in _split(sets[i], edges, full):
+            key = frozenset(targets)
+            target = unions.get(key)
+            if target is None:
+                subset = frozenset().union(*map(closure, key))
+                target = ids.get(subset)
+                if target is None:
+                    if len(sets) >= max_states:
+                        raise GrammarError(_too_many(max_states))
+                    target = ids[subset] = len(sets)
+                    sets.append(subset)
+                unions[key] = target
+            triples.append((i, mask, target))
+        i += 1
+    table = _fill(len(sets), num_classes, triples)
+    accepting = np.array([accept in s for s in sets], dtype=bool)
+    return table, accepting
+
+
+def _too_many(max_states: int) -> str:
+    return (
+        f"grammar too large: more than {max_states} DFA states (raise max_states, or "
+        "reduce lengths, repetition bounds, enum sizes or recursion depth)"
+    )
+
+
+def _split(
+    subset: frozenset[int], edges: Sequence[Sequence[tuple[int, int]]], full: int
+) -> list[tuple[int, tuple[int, ...]]]:
+    """Partition the classes by the set of NFA targets they lead to from `subset`."""
+    parts: list[tuple[int, tuple[int, ...]]] = [(full, ())]
+    for s in subset:
+        for mask, target in edges[s]:
+            nxt = []
+            for part, targets in parts:
+                inside = part & mask
+                if not inside:
+                    nxt.append((part, targets))
+                    continue
+                nxt.append((inside, (*targets, target)))
+                if inside != part:
+                    nxt.append((part ^ inside, targets))
+            parts = nxt
+    return [(part, targets) for part, targets in parts if targets]
+
+
+def _fill(num_states: int, num_classes: int, triples: list[tuple[int, int, int]]) -> np.ndarray:
+    table = np.zeros((num_states, num_classes), dtype=np.int32)
+    if not triples:
+        return table
+    masks = sorted({m for _, m, _ in triples})
+    where = {m: k for k, m in enumerate(masks)}
+    width = (num_classes + 7) // 8
+    raw = np.frombuffer(b"".join(m.to_bytes(width, "little") for m in masks), dtype=np.uint8)
+    bits = np.unpackbits(raw.reshape(len(masks), width), axis=1, bitorder="little")
+    bits = bits[:, :num_classes].astype(bool)
+    arr = np.array([(s, where[m], t) for s, m, t in triples], dtype=np.int64)
+    rows, cols = np.nonzero(bits[arr[:, 1]])
+    table[arr[rows, 0], cols] = arr[rows, 2]
+    return table
+
+
+def _inverse(table: np.ndarray) -> list[list[tuple[int, int]]]:
+    """For each state t, the (class, source) pairs of live transitions into t."""
+    src, cls = np.nonzero(table)
+    dst = table[src, cls]
+    order = np.argsort(dst, kind="stable")
+    inv: list[list[tuple[int, int]]] = [[] for _ in range(len(table))]
+    triples = zip(dst[order].tolist(), cls[order].tolist(), src[order].tolist(), strict=True)
+    for t, c, s in triples:
+        inv[t].append((c, s))
+    return inv
+
+
+def trim(table: np.ndarray, accepting: np.ndarray, start: int) -> np.ndarray:
+    """Redirect transitions into states that cannot reach acceptance to the dead state."""
+    inv = _inverse(table)
+    live = np.zeros(len(table), dtype=bool)
+    stack = [s for s in np.flatnonzero(accepting).tolist() if s]
+    live[stack] = True
+    while stack:
+        for _, s in inv[stack.pop()]:
+            if not live[s]:
+                live[s] = True
+                stack.append(s)
+    live[0] = False
+    if live[1:].all():
+        return table
+    return np.where(live[table], table, 0).astype(np.int32)
+
+
+def minimize(
+    table: np.ndarray, accepting: np.ndarray, start: int
+) -> tuple[np.ndarray, np.ndarray, int]:
+    """Minimal canonical DFA: (table, accepting, start); start is 1, or 0 if empty."""
+    table = trim(table, accepting, start)
+    block_of = _hopcroft(table, accepting)
+    if block_of[start] < 0:
+        return np.zeros((1, table.shape[1]), dtype=np.int32), np.zeros(1, dtype=bool), 0
+    return _canonical(table, accepting, start, block_of)
+
+
+def _hopcroft(table: np.ndarray, accepting: np.ndarray) -> list[int]:
+    """Block of each state (-1 for the dead state and states with no live path)."""
+    n = len(table)
+    inv = _inverse(table)
+    has_out = (table != 0).any(axis=1)
+    block_of = [-1] * n
+    blocks: list[set[int]] = []
+    for group in (accepting, ~accepting & has_out):
+        members = {s for s in np.flatnonzero(group).tolist() if s}
+        if members:
+            for s in members:
+                block_of[s] = len(blocks)
+            blocks.append(members)
+    waiting = set(range(len(blocks)))
+    while waiting:
+        splitter = list(blocks[waiting.pop()])
+        pre: dict[int, list[int]] = {}
+        for t in splitter:
+            for c, s in inv[t]:
+                pre.setdefault(c, []).append(s)
+        for sources in pre.values():
+            touched: dict[int, list[int]] = {}
+            for s in sources:
+                touched.setdefault(block_of[s], []).append(s)
+            for b, xs in touched.items():
+                if len(xs) == len(blocks[b]):
+                    continue
+                new = len(blocks)
+                moved = set(xs)
+                blocks[b] -= moved
+                blocks.append(moved)
+                for s in xs:
+                    block_of[s] = new
+                if b in waiting or len(moved) <= len(blocks[b]):
+                    waiting.add(new)
+                else:
+                    waiting.add(b)
+    return block_of
+
+
+def _canonical(
+    table: np.ndarray, accepting: np.ndarray, start: int, block_of: list[int]
+) -> tuple[np.ndarray, np.ndarray, int]:
+    blocks = np.asarray(block_of, dtype=np.int64)
+    nblocks = int(blocks.max()) + 1
+    rep = np.zeros(nblocks, dtype=np.int64)
+    rep[blocks[blocks >= 0]] = np.flatnonzero(blocks >= 0)
+    btable = blocks[table[rep]]  # block ids, -1 for dead
+    order = [int(blocks[start])]
+    new_id = {order[0]: 1}
+    rows = btable.tolist()
+    for b in order:
+        for t in rows[b]:
+            if t >= 0 and t not in new_id:
+                new_id[t] = len(order) + 1
+                order.append(t)
+    remap = np.zeros(nblocks + 1, dtype=np.int32)  # index by block + 1
+    for b, k in new_id.items():
+        remap[b + 1] = k
+    out = np.zeros((len(order) + 1, table.shape[1]), dtype=np.int32)
+    out[1:] = remap[btable[order] + 1]
+    acc = np.zeros(len(order) + 1, dtype=bool)
+    acc[1:] = accepting[rep[order]]
+    return out, acc, 1

@@ -1,0 +1,241 @@
+"""AST → Thompson NFA over byte classes (the coarsest partition of 0..255 that every
+byte set of the AST is a union of).
+
+States have consuming edges `(class_mask, target)` (bit k of `class_mask`: byte class k)
+and epsilon edges. Construction invariant: building a node from state `src` adds edges
+out of `src` but never into it, so alternatives may share their entry state. Every state
+can reach the accept state, because the AST constructors remove the empty language.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import numpy as np
+
+from kor_cli.errors import GrammarError
+from kor_cli.grammar.ast import Alt, Automaton, Bytes, Join, Node, Product, Repeat, Seq
+
+
+def automaton_byte_sets(node: Automaton) -> list[int]:
+    """The byte masks of the embedded DFA's columns classes."""
+    _, masks, _ = node.dfa.compressed()
+    return masks
+
+
+def leaf_masks(root: Node) -> set[int]:
+    """Every distinct byte mask used by the leaves of `root`."""
+    masks: set[int] = set()
+    seen: set[int] = set()
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        if isinstance(node, Bytes):
+            masks.add(node.mask)
+        elif isinstance(node, Automaton):
+            masks.update(automaton_byte_sets(node))
+        else:
+            stack.extend(_children(node))
+    return masks
+
+
+def _children(node: Node) -> Iterable[Node]:
+    if isinstance(node, (Seq, Alt)):
+        return node.items
+    if isinstance(node, Repeat):
+        return (node.item,) if node.sep is None else (node.item, node.sep)
+    if isinstance(node, Join):
+        tail = () if node.tail is None else (node.tail,)
+        return (*(item for item, _ in node.items), node.sep, *tail)
+    if isinstance(node, Product):
+        raise TypeError("Product nodes must be lowered before building an NFA")
+    return ()
+
+
+def byte_classes(masks: Iterable[int]) -> tuple[np.ndarray, list[int]]:
+    """Coarsest partition of bytes refining every mask: (class of each byte, class masks)."""
+    classes = [(1 << 256) - 1]
+    for mask in masks:
+        nxt: list[int] = []
+        for cls in classes:
+            inside = cls & mask
+            if inside and inside != cls:
+                nxt += (inside, cls ^ inside)
+            else:
+                nxt.append(cls)
+        classes = nxt
+    classes.sort(key=lambda c: (c & -c).bit_length())
+    class_of = np.zeros(256, dtype=np.int64)
+    for k, cls in enumerate(classes):
+        class_of[[b for b in range(256) if cls >> b & 1]] = k
+    return class_of, classes
+
+
+class NFA:
+    """A Thompson NFA under construction; `build(node, src)` returns the exit state."""
+
+    def __init__(self, class_masks: list[int], limit: int) -> None:
+        self.class_masks = class_masks
+        self.limit = limit
+        self.edges: list[list[tuple[int, int]]] = []
+        self.eps: list[list[int]] = []
+        self._memo: dict[int, int] = {}
+
+    def new(self) -> int:
+        if len(self.edges) >= self.limit:
+            raise GrammarError(
+                f"grammar too large: more than {self.limit} NFA states "
+                "(reduce repetition counts, lengths or nesting)"
+            )
+        self.edges.append([])
+        self.eps.append([])
+        return len(self.edges) - 1
+
+    def classes_of(self, byte_mask: int) -> int:
+        """The class mask covering exactly the bytes of `byte_mask`."""
+        found = self._memo.get(byte_mask)
+        if found is None:
+            found = 0
+            for k, cls in enumerate(self.class_masks):
+                if cls & byte_mask:
+                    found |= 1 << k
+            self._memo[byte_mask] = found
+        return found
+
+    def build(self, node: Node, src: int) -> int:
+        if isinstance(node, Bytes):
+            dst = self.new()
+            self.edges[src].append((self.classes_of(node.mask), dst))
+            return dst
+        if isinstance(node, Seq):
+            for item in node.items:
+                src = self.build(item, src)
+            return src
+        if isinstance(node, Alt):
+            dst = self.new()
+            for item in node.items:
+                self.eps[self.build(item, src)].append(dst)
+            return dst
+        if isinstance(node, Repeat):
+            return self._repeat(node, src)
+        if isinstance(node, Join):
+            return self._join(node, src)
+        if isinstance(node, Automaton):
+            return self._automaton(node, src)
+        raise TypeError(f"cannot build an NFA from {type(node).__name__}")
+
+    def _fresh(self, src: int) -> int:
+        state = self.new()
+        self.eps[src].append(state)
+        return state
+
+    def _repeat(self, node: Repeat, src: int) -> int:
+        item, sep = node.item, node.sep
+        cur = src
+        for i in range(node.min):
+            cur = self._copy(item, sep if i else None, cur)
+        if node.max is None:
+            if node.min:
+                loop = self._fresh(cur)
+                self.eps[self._copy(item, sep, loop)].append(loop)
+                return loop
+            entry = self._fresh(src)
+            end = self.build(item, entry)
+            dst = self.new()
+            self.eps[src].append(dst)
+            self.eps[end].append(dst)
+            self.eps[self.build(sep, end) if sep is not None else end].append(entry)
+            return dst
+        dst = self.new()
+        for i in range(node.min, node.max):
+            self.eps[cur].append(dst)
+            cur = self._copy(item, sep if i else None, cur)
+        self.eps[cur].append(dst)
+        return dst
+
+    def _copy(self, item: Node, sep: Node | None, cur: int) -> int:
+        if sep is not None:
+            cur = self.build(sep, cur)
+        return self.build(item, cur)
+
+    def _join(self, node: Join, src: int) -> int:
+        lo, hi = node.min_count, node.max_count
+        cap = max(lo, 1) if hi is None else hi
+        n = len(node.items)
+        need_after = [0] * (n + 1)
+        for i in range(n - 1, -1, -1):
+            need_after[i] = need_after[i + 1] + node.items[i][1]
+        avail_after = [n - i if node.tail is None else 1 << 30 for i in range(n + 1)]
+
+        def ok(i: int, c: int) -> bool:
+            return (hi is None or c + need_after[i] <= hi) and c + avail_after[i] >= lo
+
+        dst = self.new()
+        before: dict[int, int] = {0: src}  # emitted count -> state, before item i
+        for i, (item, required) in enumerate(node.items):
+            after: dict[int, int] = {}
+            entries: dict[int, int] = {}
+            for c, state in before.items():
+                nc = min(c + 1, cap) if hi is None else c + 1
+                if ok(i + 1, nc):
+                    entry = entries.get(nc)
+                    if entry is None:
+                        entry = entries[nc] = self.new()
+                    self.eps[self.build(node.sep, state) if c else state].append(entry)
+                if not required and ok(i + 1, c):
+                    self.eps[state].append(self._slot(after, c))
+            for nc, entry in entries.items():
+                self.eps[self.build(item, entry)].append(self._slot(after, nc))
+            before = after
+        self._tail(node, before, cap, dst)
+        return dst
+
+    def _slot(self, states: dict[int, int], count: int) -> int:
+        found = states.get(count)
+        if found is None:
+            found = states[count] = self.new()
+        return found
+
+    def _tail(self, node: Join, before: dict[int, int], cap: int, dst: int) -> None:
+        """Exit after the items; tail copies continue the count (one copy per count)."""
+        lo, hi = node.min_count, node.max_count
+        counts = dict(before)
+        order = list(before)
+        entries: dict[int, int] = {}
+        while order:
+            k = order.pop()
+            cur = counts[k]
+            if k >= lo:
+                self.eps[cur].append(dst)
+            if node.tail is None or (hi is not None and k >= hi):
+                continue
+            nk = min(k + 1, cap) if hi is None else k + 1
+            entry = entries.get(nk)
+            if entry is None:
+                entry = entries[nk] = self.new()
+                target = counts.get(nk)
+                if target is None:
+                    target = counts[nk] = self.new()
+                    order.append(nk)
+                self.eps[self.build(node.tail, entry)].append(target)
+            self.eps[self.build(node.sep, cur) if k else cur].append(entry)
+
+    def _automaton(self, node: Automaton, src: int) -> int:
+        _, masks, table = node.dfa.compressed()
+        class_bits = [self.classes_of(m) for m in masks]
+        base = [0] + [self.new() for _ in range(1, len(table))]
+        dst = self.new()
+        self.eps[src].append(base[node.dfa.start])
+        accepting = node.dfa.accepting
+        for s in range(1, len(table)):
+            grouped: dict[int, int] = {}
+            for k, t in enumerate(table[s].tolist()):
+                if t:
+                    grouped[t] = grouped.get(t, 0) | class_bits[k]
+            self.edges[base[s]].extend((mask, base[t]) for t, mask in grouped.items())
+            if accepting[s]:
+                self.eps[base[s]].append(dst)
+        return dst
