@@ -173,6 +173,20 @@ def test_masks_are_read_only_and_tensors_cached() -> None:
     assert index.tensor(dfa.start, torch.device("cpu")) is tensor
 
 
+@pytest.mark.gpu
+def test_tensors_on_cuda() -> None:
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device")
+    dfa = person_dfa()
+    index = TokenIndex(dfa, toy_info())
+    tensor = index.tensor(dfa.start, "cuda")
+    assert tensor.is_cuda and tensor.dtype == torch.bool
+    assert tensor.cpu().numpy().tolist() == index.allowed(dfa.start).tolist()
+    assert index.tensor(dfa.start, torch.device("cuda")) is tensor
+    assert index.nbytes >= tensor.nelement()
+
+
 def test_forced_bytes_follow_single_paths() -> None:
     dfa = person_dfa()
     index = TokenIndex(dfa, toy_info())

@@ -100,7 +100,7 @@ class TokenIndex:
         """The mask of `state` as packed uint32 words (read-only view)."""
         words = self._packed.get(state)
         if words is None:
-            self.allowed(state)
+            self._build(state)
             words = self._packed[state]
         view = words.view()
         view.flags.writeable = False
@@ -249,18 +249,21 @@ class TokenIndex:
 
 def _live_states(table: np.ndarray, accepting: np.ndarray) -> np.ndarray:
     """States from which an accepting state is reachable (never the dead state 0)."""
-    size = len(table)
-    sources = np.repeat(np.arange(size, dtype=np.int64), 256)
-    edges = np.unique(table.ravel().astype(np.int64) * size + sources)  # sorted by target
-    targets, froms = edges // size, edges % size
-    bounds = np.searchsorted(targets, np.arange(size + 1))
+    rows = np.sort(table, axis=1)  # each state's distinct successors, via sorted rows
+    distinct = np.ones(rows.shape, dtype=bool)
+    distinct[:, 1:] = rows[:, 1:] != rows[:, :-1]
+    distinct &= rows != 0
+    sources, targets = np.nonzero(distinct)[0], rows[distinct]
+    order = np.argsort(targets, kind="stable")
+    sources = sources[order]
+    bounds = np.searchsorted(targets[order], np.arange(len(table) + 1))
     live = accepting.copy()
     live[0] = False
     todo = np.flatnonzero(live).tolist()
     while todo:
         state = todo.pop()
-        for prev in froms[bounds[state] : bounds[state + 1]].tolist():
-            if prev and not live[prev]:
+        for prev in sources[bounds[state] : bounds[state + 1]].tolist():
+            if not live[prev]:
                 live[prev] = True
                 todo.append(prev)
     return live
