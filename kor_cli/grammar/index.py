@@ -121,7 +121,7 @@ class TokenIndex:
     def _build(self, state: int) -> np.ndarray:
         mask = np.zeros(self.vocab_size, dtype=bool)
         if 0 < state < self.num_states:
-            mask[self._trie.walk(self._flat, state)] = True
+            self._trie.walk(self._flat, state, mask)
             if self._accepting[state]:
                 mask[self._stops] = True
         packed = np.packbits(mask, bitorder="little")

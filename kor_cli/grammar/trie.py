@@ -61,6 +61,8 @@ class TokenTrie:
             offsets.append(offsets[-1] + len(reps))
 
         self.num_nodes = offsets[-1]
+        self.node_by_id = np.full(len(token_bytes), self.num_nodes, dtype=np.int32)
+        self.node_by_id[self.token_ids] = self.token_node  # token id → end node
         self.depth = depth
         self.offsets = offsets
         self.parent = _cat(parents, np.int32)
@@ -87,32 +89,36 @@ class TokenTrie:
     def nbytes(self) -> int:
         """Memory held by the trie's arrays."""
         arrays = (
-            self.token_ids, self.token_node, self.parent, self.byte, self.token_ranges,
-            self.child_ranges, self.branch_key, self.branch_nodes, self.branch_depth,
+            self.token_ids, self.token_node, self.node_by_id, self.parent, self.byte,
+            self.token_ranges, self.child_ranges, self.branch_key, self.branch_nodes,
+            self.branch_depth,
         )  # fmt: skip
         return sum(a.nbytes for a in arrays)
 
-    def walk(self, transitions: np.ndarray, state: int) -> np.ndarray:
-        """The ids of the tokens whose bytes never reach the dead state from `state`.
+    def walk(self, transitions: np.ndarray, state: int, out: np.ndarray) -> None:
+        """Set `out[token]` for every token whose bytes never reach the dead state.
 
-        `transitions` is the DFA's [num_states, 256] int32 table, flattened.
+        `transitions` is the DFA's [num_states, 256] int32 table, flattened; `out` is an
+        all-False bool array over the token ids (the `token_bytes` passed in).
         """
         roots = self.offsets[1] if self.depth else 0
-        states = np.zeros(self.num_nodes, dtype=np.int32)  # 0 (dead) where not walked
+        # one more node than the trie holds: the dead stand-in for tokens not in it
+        states = np.zeros(self.num_nodes + 1, dtype=np.int32)  # 0 (dead) where not walked
         states[:roots] = transitions[(state << 8) | self.byte[:roots]]
         live_roots = np.flatnonzero(states[:roots])
         if not len(live_roots):
-            return np.zeros(0, dtype=np.int32)
+            return
         level1 = _expand(self.child_ranges[live_roots], self.child_ranges[live_roots + 1])
         self._step(transitions, states, level1)
         branches = level1[states[level1] != 0] - roots
         if self.branch_nodes[branches].sum() > _DENSE_SHARE * self.num_nodes:
             self._walk_dense(transitions, states)
-            return self.token_ids[states[self.token_node] != 0]
+            np.not_equal(states.take(self.node_by_id), 0, out=out)
+            return
         self._walk_branches(transitions, states, branches)
         heads = self.byte[live_roots]
         chosen = _expand(self.token_ranges[heads], self.token_ranges[heads + 1])
-        return self.token_ids[chosen[states[self.token_node[chosen]] != 0]]
+        out[self.token_ids.take(chosen)] = states.take(self.token_node.take(chosen)) != 0
 
     def _step(self, transitions: np.ndarray, states: np.ndarray, nodes: np.ndarray) -> None:
         """States of `nodes` from their parents' states (already computed)."""
