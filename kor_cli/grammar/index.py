@@ -29,6 +29,7 @@ FORCED_LIMIT = 256
 _CACHE_FORMAT = "kor-index-v1"
 _TRIES: dict[str, TokenTrie] = {}
 _MAX_TRIES = 4
+_MAX_STATES = 1 << 23  # state << 8 | byte must fit an int32 index
 
 
 def token_trie(info: TokenizerInfo) -> TokenTrie:
@@ -53,8 +54,11 @@ class TokenIndex:
 
     def __init__(self, dfa: Any, info: TokenizerInfo, cache_dir: Path | str | None = None) -> None:
         table = np.asarray(dfa.transitions, dtype=np.int32)
-        if table.ndim != 2 or table.shape[1] != 256 or not len(table):
-            raise ValueError(f"DFA transitions must be [num_states, 256], got {table.shape}")
+        if table.ndim != 2 or table.shape[1] != 256 or not 0 < len(table) < _MAX_STATES:
+            raise ValueError(
+                f"DFA transitions must be [num_states, 256] with fewer than {_MAX_STATES}"
+                f" states, got {table.shape}"
+            )
         live = _live_states(table, np.asarray(dfa.accepting, dtype=bool))
         table = np.where(live[table], table, 0).astype(np.int32)
         self.dfa = dfa

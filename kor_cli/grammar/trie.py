@@ -79,7 +79,7 @@ class TokenTrie:
         width = max(seconds - roots, 1)
         levels = np.repeat(np.arange(1, depth), np.diff(offsets[1:])) if depth else []
         anc = _cat(branch, np.int64)
-        self.branch_key = (np.asarray(levels, dtype=np.int64) * width + anc).astype(np.int64)
+        self.branch_key = np.asarray(levels, dtype=np.int64) * width + anc
         self.branch_width = width
         self.branch_nodes = np.bincount(anc, minlength=width)  # subtree sizes of level-1 nodes
         self.branch_depth = np.zeros(width, dtype=np.int64)  # levels down to each one's deepest
