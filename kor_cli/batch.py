@@ -274,6 +274,8 @@ def run_batch(
             extractor = Extractor(
                 schema, load_model(model, device=device, dtype=dtype), extract_options
             )
+            for message in extractor.warnings:
+                warn(message)
             planner = Planner(extractor, model_context(extractor.loaded), options.chunk_tokens)
             tally.started = time.perf_counter()
             with _stop_on_ctrl_c() as stop, _progress(tally) as update:

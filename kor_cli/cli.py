@@ -6,6 +6,7 @@ import sys
 
 import typer
 
+from kor_cli import cli_options as opts
 from kor_cli.console import emit_json, emit_text, run_guarded, warn
 from kor_cli.errors import EXIT_INVALID, EXIT_OK, InputError
 
@@ -22,7 +23,7 @@ app = typer.Typer(
         "Examples:\n\n"
         "  kor-cli schema show schemas/person.yaml --as typescript\n\n"
         "  kor-cli prompt schemas/person.yaml samples/person.txt\n\n"
-        "  kor-cli extract schemas/person.yaml samples/person.txt -m ./my-model --mode prompt\n\n"
+        "  kor-cli extract schemas/person.yaml samples/person.txt -m ./my-model\n\n"
         + EXIT_CODES
     ),
     no_args_is_help=True,
@@ -36,8 +37,8 @@ schema_app = typer.Typer(
 )
 app.add_typer(schema_app, name="schema")
 
-SCHEMA_HELP = "Schema: file.yaml | file.json | path/to/file.py:Class | package.module:Class"
-INPUT_HELP = "Input text file, or '-' for stdin (the default)."
+SCHEMA_HELP = opts.SCHEMA_HELP
+INPUT_HELP = opts.INPUT_HELP
 
 
 def _stdin_or(path: str) -> str:
@@ -124,58 +125,49 @@ def prompt_cmd(
 def extract_cmd(
     schema: str = typer.Argument(..., help=SCHEMA_HELP),
     input_path: str = typer.Argument("-", metavar="[INPUT|-]", help=INPUT_HELP),
-    model: str | None = typer.Option(
-        None, "-m", "--model", help="Local model folder or hub id (env KOR_CLI_MODEL)."
-    ),
-    mode: str = typer.Option(
-        "prompt", "--mode", help="prompt (Kor's approach: ask, parse, validate)."
-    ),
-    max_tokens: int = typer.Option(256, "--max-tokens", min=1, help="Most tokens to generate."),
-    temperature: float = typer.Option(0.0, "--temperature", min=0.0, help="0 = greedy."),
-    top_k: int = typer.Option(0, "--top-k", min=0, help="Sample from the k best (0 = off)."),
-    top_p: float = typer.Option(1.0, "--top-p", min=0.0, max=1.0, help="Nucleus sampling."),
-    seed: int | None = typer.Option(None, "--seed", help="Random seed for sampling."),
-    chat: bool | None = typer.Option(
-        None, "--chat/--no-chat", help="Apply the chat template (default: when the model has one)."
-    ),
-    device: str = typer.Option("auto", "--device", help="auto | cpu | cuda | cuda:N."),
-    dtype: str = typer.Option("auto", "--dtype", help="auto | float32 | bfloat16 | float16."),
-    template: str | None = typer.Option(None, "--template", help="Instruction template file."),
-    input_formatter: str = typer.Option(
-        "none", "--input-formatter", help="none | triple_quotes | text_prefix (as in Kor)."
-    ),
+    model: str | None = opts.MODEL,
+    mode: str = opts.MODE,
+    max_tokens: int = opts.MAX_TOKENS,
+    temperature: float = opts.TEMPERATURE,
+    top_k: int = opts.TOP_K,
+    top_p: float = opts.TOP_P,
+    seed: int | None = opts.SEED,
+    chat: bool | None = opts.CHAT,
+    device: str = opts.DEVICE,
+    dtype: str = opts.DTYPE,
+    template: str | None = opts.TEMPLATE,
+    input_formatter: str = opts.INPUT_FORMATTER,
+    jump: bool = opts.JUMP,
+    allow_refusal: bool = opts.ALLOW_REFUSAL,
+    lenient: bool = opts.LENIENT,
     pretty: bool = typer.Option(False, "--pretty", help="Indent the JSON result."),
 ) -> None:
     """Extract one record from a text and print the JSON result.
 
     The result has data, valid, errors, raw, finish_reason, mode, tokens, forward_passes,
-    forced_tokens and seconds.
+    forced_tokens, seconds and refusal. Constrained mode (the default) masks every token
+    that would break the schema, so a finished output always parses and validates.
 
     Example: kor-cli extract schemas/person.yaml samples/person.txt -m ./my-model
     """
 
     def action() -> int:
-        from kor_cli.decode import SamplingOptions
-        from kor_cli.extract import ExtractOptions, Extractor, check_options
+        from kor_cli.extract import Extractor
         from kor_cli.models import load_model
-        from kor_cli.prompt import load_template
         from kor_cli.schema import load_schema
 
         loaded_schema = load_schema(schema)
         text = _stdin_or(input_path)
-        options = ExtractOptions(
-            mode=mode,  # type: ignore[arg-type]
-            sampling=SamplingOptions(
-                temperature=temperature, top_k=top_k, top_p=top_p, seed=seed,
-                max_new_tokens=max_tokens,
-            ),
-            chat=chat,
-            template=load_template(template) if template else None,
-            input_formatter=input_formatter,
+        options = opts.build_extract_options(
+            mode=mode, max_tokens=max_tokens, temperature=temperature, top_k=top_k, top_p=top_p,
+            seed=seed, chat=chat, template=template, input_formatter=input_formatter, jump=jump,
+            allow_refusal=allow_refusal, lenient=lenient,
         )
-        check_options(options)
         loaded_model = load_model(model, device=device, dtype=dtype)
-        result = Extractor(loaded_schema, loaded_model, options).extract(text)
+        extractor = Extractor(loaded_schema, loaded_model, options)
+        for message in extractor.warnings:
+            warn(message)
+        result = extractor.extract(text)
         emit_json(result.to_dict(), indent=2 if pretty else None)
         if not result.valid:
             warn("no valid record: " + "; ".join(result.errors[:3]))
@@ -200,10 +192,8 @@ def batch_cmd(
     output: str = typer.Option(
         ..., "-o", "--output", help="Result JSONL file; rerunning resumes where it stopped."
     ),
-    model: str | None = typer.Option(
-        None, "-m", "--model", help="Local model folder or hub id (env KOR_CLI_MODEL)."
-    ),
-    mode: str = typer.Option("prompt", "--mode", help="prompt | constrained."),
+    model: str | None = opts.MODEL,
+    mode: str = opts.MODE,
     text_key: str = typer.Option("text", "--text-key", help="JSONL field holding the text."),
     id_key: str = typer.Option(
         "id", "--id-key", help="JSONL field holding the id (else the line number)."
@@ -220,20 +210,19 @@ def batch_cmd(
         min=0,
         help="Split texts longer than N tokens (default: what fits the context; 0: never).",
     ),
-    max_tokens: int = typer.Option(256, "--max-tokens", min=1, help="Most tokens to generate."),
-    temperature: float = typer.Option(0.0, "--temperature", min=0.0, help="0 = greedy."),
-    top_k: int = typer.Option(0, "--top-k", min=0, help="Sample from the k best (0 = off)."),
-    top_p: float = typer.Option(1.0, "--top-p", min=0.0, max=1.0, help="Nucleus sampling."),
-    seed: int | None = typer.Option(None, "--seed", help="Random seed for sampling."),
-    chat: bool | None = typer.Option(
-        None, "--chat/--no-chat", help="Apply the chat template (default: when the model has one)."
-    ),
-    device: str = typer.Option("auto", "--device", help="auto | cpu | cuda | cuda:N."),
-    dtype: str = typer.Option("auto", "--dtype", help="auto | float32 | bfloat16 | float16."),
-    template: str | None = typer.Option(None, "--template", help="Instruction template file."),
-    input_formatter: str = typer.Option(
-        "none", "--input-formatter", help="none | triple_quotes | text_prefix (as in Kor)."
-    ),
+    max_tokens: int = opts.MAX_TOKENS,
+    temperature: float = opts.TEMPERATURE,
+    top_k: int = opts.TOP_K,
+    top_p: float = opts.TOP_P,
+    seed: int | None = opts.SEED,
+    chat: bool | None = opts.CHAT,
+    device: str = opts.DEVICE,
+    dtype: str = opts.DTYPE,
+    template: str | None = opts.TEMPLATE,
+    input_formatter: str = opts.INPUT_FORMATTER,
+    jump: bool = opts.JUMP,
+    allow_refusal: bool = opts.ALLOW_REFUSAL,
+    lenient: bool = opts.LENIENT,
 ) -> None:
     """Extract a record from every JSONL line or text file into one JSONL file.
 
@@ -246,19 +235,11 @@ def batch_cmd(
 
     def action() -> int:
         from kor_cli.batch import BatchOptions, run_batch
-        from kor_cli.decode import SamplingOptions
-        from kor_cli.extract import ExtractOptions
-        from kor_cli.prompt import load_template
 
-        options = ExtractOptions(
-            mode=mode,  # type: ignore[arg-type]
-            sampling=SamplingOptions(
-                temperature=temperature, top_k=top_k, top_p=top_p, seed=seed,
-                max_new_tokens=max_tokens,
-            ),
-            chat=chat,
-            template=load_template(template) if template else None,
-            input_formatter=input_formatter,
+        options = opts.build_extract_options(
+            mode=mode, max_tokens=max_tokens, temperature=temperature, top_k=top_k, top_p=top_p,
+            seed=seed, chat=chat, template=template, input_formatter=input_formatter, jump=jump,
+            allow_refusal=allow_refusal, lenient=lenient,
         )
         batch = BatchOptions(
             inputs=tuple(inputs),

@@ -26,8 +26,8 @@ class Constraint(Protocol):
     def advance(self, token_id: int) -> None:
         """Record a sampled token (already allowed by `mask`)."""
 
-    def forced_tokens(self) -> list[int]:
-        """Tokens the grammar fixes from here (jump-forward); already advanced over."""
+    def forced_tokens(self, limit: int) -> list[int]:
+        """Up to `limit` tokens the grammar fixes from here (jump-forward), advanced over."""
 
     @property
     def finished(self) -> bool:
@@ -131,7 +131,8 @@ class Decoder:
         started = time.perf_counter()
         device = self.loaded.device
         rows = [_Row(c) for c in (constraints or [None] * len(prompts))]
-        prompts = [p + self._force_at_start(row) for p, row in zip(prompts, rows, strict=True)]
+        limit = options.max_new_tokens
+        prompts = [p + self._force_at_start(r, limit) for p, r in zip(prompts, rows, strict=True)]
         generator = None
         if options.seed is not None:
             generator = torch.Generator(device=device).manual_seed(options.seed)
@@ -162,13 +163,15 @@ class Decoder:
         return [self._result(row, stop_strings) for row in rows]
 
     @staticmethod
-    def _force_at_start(row: _Row) -> list[int]:
+    def _force_at_start(row: _Row, limit: int) -> list[int]:
         """Text the grammar fixes before the first sampled token rides in the prompt pass."""
         if row.constraint is None:
             return []
-        forced = row.constraint.forced_tokens()
+        forced = row.constraint.forced_tokens(limit)
         row.output.extend(forced)
         row.forced += len(forced)
+        if len(row.output) >= limit:
+            row.finish = "length"
         return forced
 
     def _forward(
@@ -238,8 +241,7 @@ class Decoder:
             if constraint.finished:
                 row.finish = "stop"
                 return []
-            room = options.max_new_tokens - len(row.output)
-            forced = constraint.forced_tokens()[: max(0, room)]
+            forced = constraint.forced_tokens(options.max_new_tokens - len(row.output))
             row.output.extend(forced)
             row.forced += len(forced)
             step.extend(forced)

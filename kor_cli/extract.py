@@ -5,10 +5,11 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
+from kor_cli.constrain import REFUSAL_KEY, ConstraintFactory, record_grammar
 from kor_cli.decode import Decoder, DecodeResult, SamplingOptions
 from kor_cli.errors import UsageError
 from kor_cli.models import LoadedModel, encode_prompt
-from kor_cli.parse import ParseFailure, parse_prompt_output
+from kor_cli.parse import ParseFailure, extract_json_block, parse_json, parse_prompt_output
 from kor_cli.prompt import render_prompt
 from kor_cli.schema import Schema
 from kor_cli.validate import validate_record
@@ -21,8 +22,11 @@ MODES: tuple[str, ...] = ("prompt", "constrained")
 class ExtractOptions:
     """Everything that shapes one extraction besides schema, model and text."""
 
-    mode: Mode = "prompt"
+    mode: Mode = "constrained"
     sampling: SamplingOptions = field(default_factory=SamplingOptions)
+    jump: bool = True
+    allow_refusal: bool = False
+    lenient: bool = False
     chat: bool | None = None
     template: str | None = None
     input_formatter: str = "none"
@@ -42,6 +46,7 @@ class ExtractResult:
     forward_passes: int
     forced_tokens: int
     seconds: float
+    refusal: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
@@ -53,8 +58,8 @@ def check_options(options: ExtractOptions) -> None:
     """Reject bad option values before anything expensive (like loading a model) runs."""
     if options.mode not in MODES:
         raise UsageError(f"unknown mode {options.mode!r}; choose {' or '.join(MODES)}")
-    if options.mode == "constrained":
-        raise UsageError("constrained mode is not available yet; use --mode prompt")
+    if options.mode == "prompt" and (options.allow_refusal or options.lenient):
+        raise UsageError("--allow-refusal and --lenient apply to --mode constrained only")
 
 
 class Extractor:
@@ -67,6 +72,14 @@ class Extractor:
         self.options = options
         self.decoder = Decoder(loaded)
         self.model_class = schema.pydantic_model()
+        self.constraints: ConstraintFactory | None = None
+        self.warnings: tuple[str, ...] = ()
+        if options.mode == "constrained":
+            grammar = record_grammar(
+                schema.json_schema(), allow_refusal=options.allow_refusal, lenient=options.lenient
+            )
+            self.warnings = grammar.warnings
+            self.constraints = ConstraintFactory(loaded, grammar, jump=options.jump)
 
     def prompt_ids(self, text: str) -> list[int]:
         prompt = render_prompt(
@@ -83,10 +96,12 @@ class Extractor:
 
     def extract_batch(self, texts: list[str]) -> list[ExtractResult]:
         """Extract one record per text with a single batched generation."""
+        factory = self.constraints
         decoded = self.decoder.generate_batch(
             [self.prompt_ids(text) for text in texts],
             self.options.sampling,
             stop_strings=("</json>",),
+            constraints=[factory.new() for _ in texts] if factory else None,
         )
         return [self._finish(result) for result in decoded]
 
@@ -94,8 +109,12 @@ class Extractor:
         """Parse and validate one generation into a result."""
         data: Any = None
         errors: list[str] = []
+        refusal = self._refusal(decoded.text)
         try:
-            data = parse_prompt_output(decoded.text, self.schema.root.id)
+            if refusal is not None:
+                errors.append(f"refusal: the model says the text holds no answer: {refusal}")
+            else:
+                data = parse_prompt_output(decoded.text, self.schema.root.id)
         except ParseFailure as failure:
             errors.append(f"parse: {failure}")
             if decoded.finish_reason == "length":
@@ -115,4 +134,17 @@ class Extractor:
             forward_passes=decoded.forward_passes,
             forced_tokens=decoded.forced_tokens,
             seconds=decoded.seconds,
+            refusal=refusal,
         )
+
+    def _refusal(self, raw: str) -> str | None:
+        """The reason of a `{"error": ...}` refusal, when refusals are allowed and given."""
+        if not self.options.allow_refusal:
+            return None
+        try:
+            parsed = parse_json(extract_json_block(raw))
+        except ParseFailure:
+            return None
+        if isinstance(parsed, dict) and set(parsed) == {REFUSAL_KEY}:
+            return str(parsed[REFUSAL_KEY])
+        return None

@@ -35,10 +35,11 @@ class ScriptedConstraint:
         assert token_id == (self.ids[self.pos] if self.pos < len(self.ids) else 2)
         self.pos += 1
 
-    def forced_tokens(self) -> list[int]:
+    def forced_tokens(self, limit: int) -> list[int]:
         if not self.force:
             return []
-        rest, self.pos = self.ids[self.pos :], len(self.ids)
+        rest = self.ids[self.pos : self.pos + max(0, limit)]
+        self.pos += len(rest)
         return rest
 
     @property

@@ -1,0 +1,85 @@
+"""Typer option declarations shared by the commands that run a model, and their assembly
+into `ExtractOptions`. No torch import here."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import typer
+
+if TYPE_CHECKING:
+    from kor_cli.extract import ExtractOptions
+
+SCHEMA_HELP = "Schema: file.yaml | file.json | path/to/file.py:Class | package.module:Class"
+INPUT_HELP = "Input text file, or '-' for stdin (the default)."
+
+MODEL = typer.Option(
+    None, "-m", "--model", help="Local model folder or hub id (env KOR_CLI_MODEL)."
+)
+MODE = typer.Option(
+    "constrained",
+    "--mode",
+    help="constrained (masked decoding: output always parses and matches the schema) | "
+    "prompt (Kor's approach: ask, parse <json>, validate).",
+)
+MAX_TOKENS = typer.Option(256, "--max-tokens", min=1, help="Most tokens to generate.")
+TEMPERATURE = typer.Option(0.0, "--temperature", min=0.0, help="0 = greedy.")
+TOP_K = typer.Option(0, "--top-k", min=0, help="Sample from the k best (0 = off).")
+TOP_P = typer.Option(1.0, "--top-p", min=0.0, max=1.0, help="Nucleus sampling.")
+SEED = typer.Option(None, "--seed", help="Random seed for sampling.")
+CHAT = typer.Option(
+    None, "--chat/--no-chat", help="Apply the chat template (default: when the model has one)."
+)
+DEVICE = typer.Option("auto", "--device", help="auto | cpu | cuda | cuda:N.")
+DTYPE = typer.Option("auto", "--dtype", help="auto | float32 | bfloat16 | float16.")
+TEMPLATE = typer.Option(None, "--template", help="Instruction template file.")
+INPUT_FORMATTER = typer.Option(
+    "none", "--input-formatter", help="none | triple_quotes | text_prefix (as in Kor)."
+)
+JUMP = typer.Option(
+    True, "--jump/--no-jump", help="Constrained: append text the schema fixes without sampling."
+)
+ALLOW_REFUSAL = typer.Option(
+    False,
+    "--allow-refusal",
+    help='Constrained: also accept {"error": "..."} so the model can say there is no answer.',
+)
+LENIENT = typer.Option(
+    False, "--lenient", help="Constrained: drop schema keywords it cannot enforce, with a warning."
+)
+
+
+def build_extract_options(
+    *,
+    mode: str,
+    max_tokens: int,
+    temperature: float,
+    top_k: int,
+    top_p: float,
+    seed: int | None,
+    chat: bool | None,
+    template: str | None,
+    input_formatter: str,
+    jump: bool,
+    allow_refusal: bool,
+    lenient: bool,
+) -> ExtractOptions:
+    """Assemble and check the extraction options given on the command line."""
+    from kor_cli.decode import SamplingOptions
+    from kor_cli.extract import ExtractOptions, check_options
+    from kor_cli.prompt import load_template
+
+    options = ExtractOptions(
+        mode=mode,  # type: ignore[arg-type]
+        sampling=SamplingOptions(
+            temperature=temperature, top_k=top_k, top_p=top_p, seed=seed, max_new_tokens=max_tokens
+        ),
+        chat=chat,
+        template=load_template(template) if template else None,
+        input_formatter=input_formatter,
+        jump=jump,
+        allow_refusal=allow_refusal,
+        lenient=lenient,
+    )
+    check_options(options)
+    return options
