@@ -112,6 +112,12 @@ def test_from_hf_sentencepiece_detected_by_byte_fallback() -> None:
     assert info.stop_ids == (1,)
 
 
+def test_from_hf_byte_level_with_a_stray_token() -> None:
+    vocab = {f"t{i}": i for i in range(200)} | {"Ġx": 200, "odd\u2581": 201}
+    info = TokenizerInfo.from_hf(FakeTokenizer(vocab, {}, eos=None))
+    assert info.token_bytes[200] == b" x" and info.token_bytes[201] is None
+
+
 def test_from_hf_sentencepiece_without_byte_fallback() -> None:
     tok = FakeTokenizer({SPIECE + "x": 0, "y": 1}, {}, eos=None)
     info = TokenizerInfo.from_hf(tok)

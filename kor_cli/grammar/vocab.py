@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 _BYTE_FALLBACK = re.compile(r"<0x([0-9A-Fa-f]{2})>")
@@ -123,13 +123,21 @@ class TokenizerInfo:
         return cls(table, (i for i in stops if i is not None and i < width), width)
 
 
-def _scheme(regular: Mapping[str, int]) -> Any:
-    """The token-string → bytes function that fits this vocabulary."""
+def _scheme(regular: Mapping[str, int]) -> Callable[[str], bytes | None]:
+    """The token-string → bytes function that fits this vocabulary.
+
+    Byte fallback pieces mean SentencePiece. Otherwise the vocabulary is byte-level when
+    nearly every token spells bytes through the table (a stray token that does not gets
+    None, so one odd entry cannot flip the whole table); else it is SentencePiece without
+    byte fallback (where `▁` starts about half of the pieces).
+    """
     if "<0x00>" in regular:
         return sentencepiece_bytes
-    if set("".join(regular)) <= _UNICODE_TO_BYTE.keys():
+    alphabet = _UNICODE_TO_BYTE.keys()
+    stray = sum(1 for token in regular if not set(token) <= alphabet)
+    if stray <= len(regular) // 100:
         return byte_level_bytes
-    return sentencepiece_bytes  # SentencePiece without byte fallback
+    return sentencepiece_bytes
 
 
 def _config_eos(generation_config: Any) -> list[int]:
