@@ -176,6 +176,54 @@ def extract_cmd(
     raise typer.Exit(run_guarded(action))
 
 
+@app.command("generate", epilog=EXIT_CODES)
+def generate_cmd(
+    prompt_path: str = typer.Argument(
+        "-", metavar="[PROMPT|-]", help="File holding the prompt, or '-' for stdin (default)."
+    ),
+    regex: str | None = typer.Option(
+        None, "--regex", help="The output must match this regex in full (Python re subset)."
+    ),
+    choice: str | None = typer.Option(
+        None, "--choice", help="The output must be one of these comma-separated options."
+    ),
+    model: str | None = opts.MODEL,
+    max_tokens: int = opts.MAX_TOKENS,
+    temperature: float = opts.TEMPERATURE,
+    top_k: int = opts.TOP_K,
+    top_p: float = opts.TOP_P,
+    seed: int | None = opts.SEED,
+    chat: bool | None = opts.CHAT,
+    device: str = opts.DEVICE,
+    dtype: str = opts.DTYPE,
+    jump: bool = opts.JUMP,
+) -> None:
+    """Generate free text constrained by --regex or --choice, with no schema.
+
+    The prompt is used as is (inside the chat template when the model has one). The result
+    has text, valid, finish_reason, tokens, forward_passes, forced_tokens and seconds.
+
+    Example: echo "Is this review positive?" | kor-cli generate --choice yes,no -m ./my-model
+    """
+
+    def action() -> int:
+        from kor_cli.decode import SamplingOptions
+        from kor_cli.generate import generate_text, text_grammar
+        from kor_cli.models import load_model
+
+        grammar = text_grammar(regex, choice)
+        prompt = _stdin_or(prompt_path)
+        sampling = SamplingOptions(
+            temperature=temperature, top_k=top_k, top_p=top_p, seed=seed, max_new_tokens=max_tokens
+        )
+        loaded = load_model(model, device=device, dtype=dtype)
+        result = generate_text(loaded, prompt, grammar, sampling, chat=chat, jump=jump)
+        emit_json(result.to_dict())
+        return EXIT_OK if result.valid else EXIT_INVALID
+
+    raise typer.Exit(run_guarded(action))
+
+
 BATCH_EXIT_CODES = """\
 Exit codes: 0 every record valid · 2 usage, schema or input error · 3 some records failed ·
 4 model failed to load · 130 interrupted (rerun the same command to resume)."""
