@@ -8,6 +8,7 @@ canonically numbered, so `fingerprint()` identifies the language.
 from __future__ import annotations
 
 import hashlib
+import weakref
 from collections.abc import Callable
 
 import numpy as np
@@ -32,6 +33,8 @@ from kor_cli.grammar.minimize import determinize, minimize
 from kor_cli.grammar.nfa import NFA, byte_classes, leaf_masks
 
 DEFAULT_MAX_STATES = 50_000
+_SHARED_SIZE = 64  # shared subtrees at least this big are compiled once
+_SHARED: weakref.WeakKeyDictionary[Node, ByteDFA] = weakref.WeakKeyDictionary()
 
 
 class ByteDFA:
@@ -41,7 +44,7 @@ class ByteDFA:
     0, never accepting). `accepting`: bool [num_states]. `start`: never 0.
     """
 
-    __slots__ = ("transitions", "accepting", "start", "_compressed")
+    __slots__ = ("transitions", "accepting", "start", "_compressed", "_edges", "__weakref__")
 
     def __init__(self, transitions: np.ndarray, accepting: np.ndarray, start: int) -> None:
         transitions = np.ascontiguousarray(transitions, dtype=np.int32)
@@ -56,6 +59,7 @@ class ByteDFA:
         self.accepting = accepting
         self.start = int(start)
         self._compressed: tuple[np.ndarray, list[int], np.ndarray] | None = None
+        self._edges: list[list[tuple[int, int]]] | None = None
 
     @property
     def num_states(self) -> int:
@@ -100,13 +104,28 @@ class ByteDFA:
             self._compressed = (class_of, masks, self.transitions[:, reps])
         return self._compressed
 
+    def edges(self) -> list[list[tuple[int, int]]]:
+        """For each state, its live transitions as (byte mask, target) pairs."""
+        if self._edges is None:
+            _, masks, table = self.compressed()
+            self._edges = []
+            for row in table.tolist():
+                grouped: dict[int, int] = {}
+                for k, target in enumerate(row):
+                    if target:
+                        grouped[target] = grouped.get(target, 0) | masks[k]
+                self._edges.append([(mask, t) for t, mask in grouped.items()])
+        return self._edges
+
     def __repr__(self) -> str:
         return f"ByteDFA(num_states={self.num_states}, start={self.start})"
 
 
 def column_classes(table: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Group equal columns: (class of each column, first column of each class), by first column."""
-    _, first, inverse = np.unique(table.T, axis=0, return_index=True, return_inverse=True)
+    columns = np.ascontiguousarray(table.T)
+    rows = columns.view(np.dtype((np.void, columns.dtype.itemsize * columns.shape[1])))
+    _, first, inverse = np.unique(rows.ravel(), return_index=True, return_inverse=True)
     order = np.argsort(first)
     rank = np.empty_like(order)
     rank[order] = np.arange(len(order))
@@ -137,7 +156,9 @@ def minimal(transitions: np.ndarray, accepting: np.ndarray, start: int) -> ByteD
 
 def compile_ast(node: Node, max_states: int = DEFAULT_MAX_STATES) -> ByteDFA:
     """The minimal byte DFA of `node` (an empty DFA for the empty language)."""
-    node = _lower(node, max_states, {})
+    if isinstance(node, Automaton):
+        return node.dfa
+    node = _lower(node, max_states)
     if is_nothing(node):
         return empty_dfa()
     class_of, class_masks = byte_classes(leaf_masks(node))
@@ -148,20 +169,80 @@ def compile_ast(node: Node, max_states: int = DEFAULT_MAX_STATES) -> ByteDFA:
     return from_class_table(table, accepting, 1, class_of)
 
 
-def _lower(node: Node, max_states: int, memo: dict[int, Node]) -> Node:
-    """Replace `Product` nodes by the `Automaton` of their language (bottom-up)."""
-    done = memo.get(id(node))
-    if done is not None:
-        return done
-    if isinstance(node, Product):
-        left = compile_ast(node.left, max_states)
-        right = compile_ast(node.right, max_states)
-        dfa = product(left, right, node.op, max_states)
-        out: Node = NOTHING if dfa.is_empty() else Automaton(dfa)
-    else:
-        out = _rebuild(node, lambda child: _lower(child, max_states, memo))
-    memo[id(node)] = out
-    return out
+def _lower(root: Node, max_states: int) -> Node:
+    """Replace `Product` nodes, and large subtrees used more than once, by automata.
+
+    A shared subtree is compiled (and minimised) once, then embedded as a small DFA
+    wherever it occurs, instead of being rebuilt as NFA states at every occurrence.
+    """
+    counts, sizes = _census(root)
+    memo: dict[int, Node] = {}
+
+    def visit(node: Node) -> Node:
+        done = memo.get(id(node))
+        if done is not None:
+            return done
+        if isinstance(node, Product):
+            left = compile_ast(node.left, max_states)
+            right = compile_ast(node.right, max_states)
+            out = _automaton(product(left, right, node.op, max_states))
+        elif counts.get(id(node), 0) > 1 and sizes[id(node)] >= _SHARED_SIZE:
+            dfa = _SHARED.get(node)
+            if dfa is None:
+                dfa = _SHARED[node] = compile_ast(node, max_states)
+            out = _automaton(dfa)
+        else:
+            out = _rebuild(node, visit)
+        memo[id(node)] = out
+        return out
+
+    return visit(root)
+
+
+def _automaton(dfa: ByteDFA) -> Node:
+    return NOTHING if dfa.is_empty() else Automaton(dfa)
+
+
+def _census(root: Node) -> tuple[dict[int, int], dict[int, int]]:
+    """How many parents reference each node, and how big each subtree is once unfolded."""
+    counts: dict[int, int] = {}
+    sizes: dict[int, int] = {}
+    seen = {id(root)}
+    stack = [(root, iter(_children(root)))]
+    while stack:
+        node, pending = stack[-1]
+        child = next(pending, None)
+        if child is None:
+            stack.pop()
+            sizes[id(node)] = _size(node, sizes)
+            continue
+        copies = 2 if isinstance(node, Repeat) and node.max != 1 else 1  # built repeatedly
+        counts[id(child)] = counts.get(id(child), 0) + copies
+        if id(child) not in seen:
+            seen.add(id(child))
+            stack.append((child, iter(_children(child))))
+    return counts, sizes
+
+
+def _children(node: Node) -> tuple[Node, ...]:
+    if isinstance(node, (Seq, Alt)):
+        return node.items
+    if isinstance(node, Repeat):
+        return (node.item,) if node.sep is None else (node.item, node.sep)
+    if isinstance(node, Join):
+        return (*(x for x, _ in node.items), node.sep, *(() if node.tail is None else (node.tail,)))
+    return ()
+
+
+def _size(node: Node, sizes: dict[int, int]) -> int:
+    """Unfolded size: roughly the NFA states the subtree costs."""
+    if isinstance(node, Automaton):
+        return node.dfa.num_states
+    if isinstance(node, Repeat):
+        copies = node.max if node.max is not None else node.min + 1
+        sep = 0 if node.sep is None else sizes.get(id(node.sep), 1)
+        return 1 + copies * (sizes.get(id(node.item), 1) + sep)
+    return 1 + sum(sizes.get(id(child), 1) for child in _children(node))
 
 
 def _rebuild(node: Node, fn: Callable[[Node], Node]) -> Node:

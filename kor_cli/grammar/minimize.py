@@ -111,14 +111,23 @@ def _fill(num_states: int, num_classes: int, triples: list[tuple[int, int, int]]
 
 
 def _inverse(table: np.ndarray) -> list[list[tuple[int, int]]]:
-    """For each state t, the (class, source) pairs of live transitions into t."""
+    """For each state t, the (source, class mask) pairs of live transitions into t."""
+    n, k = table.shape
     src, cls = np.nonzero(table)
-    dst = table[src, cls]
-    order = np.argsort(dst, kind="stable")
-    inv: list[list[tuple[int, int]]] = [[] for _ in range(len(table))]
-    triples = zip(dst[order].tolist(), cls[order].tolist(), src[order].tolist(), strict=True)
-    for t, c, s in triples:
-        inv[t].append((c, s))
+    key = table[src, cls].astype(np.int64) * n + src
+    order = np.argsort(key, kind="stable")
+    key, cls = key[order], cls[order]
+    inv: list[list[tuple[int, int]]] = [[] for _ in range(n)]
+    if not len(key):
+        return inv
+    starts = np.flatnonzero(np.concatenate(([True], key[1:] != key[:-1])))
+    masks = np.zeros(len(starts), dtype=object)
+    for word in range(0, k, 62):  # classes word..word+61 as int64 bits, then joined
+        inside = (cls >= word) & (cls < word + 62)
+        bits = np.where(inside, np.left_shift(1, np.clip(cls - word, 0, 61)), 0).astype(np.int64)
+        masks = masks + np.bitwise_or.reduceat(bits, starts).astype(object) * (1 << word)
+    for pair, mask in zip((key[starts]).tolist(), masks.tolist(), strict=True):
+        inv[pair // n].append((pair % n, mask))
     return inv
 
 
@@ -129,7 +138,7 @@ def trim(table: np.ndarray, accepting: np.ndarray, start: int) -> np.ndarray:
     stack = [s for s in np.flatnonzero(accepting).tolist() if s]
     live[stack] = True
     while stack:
-        for _, s in inv[stack.pop()]:
+        for s, _ in inv[stack.pop()]:
             if not live[s]:
                 live[s] = True
                 stack.append(s)
@@ -165,29 +174,39 @@ def _hopcroft(table: np.ndarray, accepting: np.ndarray) -> list[int]:
             blocks.append(members)
     waiting = set(range(len(blocks)))
     while waiting:
-        splitter = list(blocks[waiting.pop()])
-        pre: dict[int, list[int]] = {}
-        for t in splitter:
-            for c, s in inv[t]:
-                pre.setdefault(c, []).append(s)
-        for sources in pre.values():
-            touched: dict[int, list[int]] = {}
-            for s in sources:
-                touched.setdefault(block_of[s], []).append(s)
-            for b, xs in touched.items():
-                if len(xs) == len(blocks[b]):
-                    continue
-                new = len(blocks)
-                moved = set(xs)
-                blocks[b] -= moved
-                blocks.append(moved)
-                for s in xs:
-                    block_of[s] = new
-                if b in waiting or len(moved) <= len(blocks[b]):
-                    waiting.add(new)
-                else:
-                    waiting.add(b)
+        signature: dict[int, int] = {}  # source -> classes leading into the splitter
+        for t in list(blocks[waiting.pop()]):
+            for s, mask in inv[t]:
+                signature[s] = signature.get(s, 0) | mask
+        touched: dict[int, dict[int, list[int]]] = {}
+        for s, mask in signature.items():
+            touched.setdefault(block_of[s], {}).setdefault(mask, []).append(s)
+        for b, groups in touched.items():
+            _split_block(b, list(groups.values()), blocks, block_of, waiting)
     return block_of
+
+
+def _split_block(
+    b: int, groups: list[list[int]], blocks: list[set[int]], block_of: list[int], waiting: set[int]
+) -> None:
+    """Split block b into `groups` (+ its untouched rest); the largest part keeps id b."""
+    rest = len(blocks[b]) - sum(map(len, groups))
+    if not rest and len(groups) == 1:
+        return
+    if not rest:
+        groups.remove(max(groups, key=len))
+    elif rest < max(map(len, groups)):
+        biggest = max(groups, key=len)
+        groups.remove(biggest)
+        groups.append(list(blocks[b].difference(*map(set, groups), biggest)))
+    for group in groups:
+        new = len(blocks)
+        moved = set(group)
+        blocks[b] -= moved
+        blocks.append(moved)
+        for s in group:
+            block_of[s] = new
+        waiting.add(new)
 
 
 def _canonical(

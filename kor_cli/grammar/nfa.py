@@ -224,18 +224,14 @@ class NFA:
             self.eps[self.build(node.sep, cur) if k else cur].append(entry)
 
     def _automaton(self, node: Automaton, src: int) -> int:
-        _, masks, table = node.dfa.compressed()
-        class_bits = [self.classes_of(m) for m in masks]
-        base = [0] + [self.new() for _ in range(1, len(table))]
+        dfa = node.dfa
+        base = [0] + [self.new() for _ in range(1, dfa.num_states)]
         dst = self.new()
-        self.eps[src].append(base[node.dfa.start])
-        accepting = node.dfa.accepting
-        for s in range(1, len(table)):
-            grouped: dict[int, int] = {}
-            for k, t in enumerate(table[s].tolist()):
-                if t:
-                    grouped[t] = grouped.get(t, 0) | class_bits[k]
-            self.edges[base[s]].extend((mask, base[t]) for t, mask in grouped.items())
-            if accepting[s]:
-                self.eps[base[s]].append(dst)
+        self.eps[src].append(base[dfa.start])
+        accepting = dfa.accepting.tolist()
+        for s, edges in enumerate(dfa.edges()):
+            if s:
+                self.edges[base[s]] += [(self.classes_of(m), base[t]) for m, t in edges]
+                if accepting[s]:
+                    self.eps[base[s]].append(dst)
         return dst
