@@ -1,0 +1,127 @@
+"""Public facade: JSON Schema / regex / choice list → `Grammar` (a minimal `ByteDFA`).
+
+Compiled grammars are kept in a small in-memory LRU cache keyed by the canonical JSON of
+the input and the options.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from kor_cli.errors import GrammarError
+from kor_cli.grammar.ast import Node, alt, literal
+from kor_cli.grammar.fsm import ByteDFA, compile_ast
+from kor_cli.grammar.json_schema import SchemaCompiler
+from kor_cli.grammar.json_values import dumps
+from kor_cli.grammar.regex import fullmatch
+
+_CACHE_SIZE = 64
+
+
+@dataclass(frozen=True)
+class GrammarOptions:
+    """How grammars are built.
+
+    whitespace: "compact" (`,` and `:`) or "spaced" (`", "` and `": "`, like json.dumps).
+    lenient: drop keywords that cannot be enforced (with a warning) instead of failing.
+    max_recursion_depth: how many times a recursive `$ref` is unrolled.
+    max_any_depth: how deep unconstrained values (`{}`, `true`) may nest.
+    max_states: DFA size limit; larger grammars raise `GrammarError`.
+    """
+
+    whitespace: Literal["compact", "spaced"] = "compact"
+    lenient: bool = False
+    max_recursion_depth: int = 3
+    max_any_depth: int = 3
+    max_states: int = 50_000
+
+
+@dataclass(frozen=True)
+class Grammar:
+    """A compiled grammar: its DFA, what it came from, and dropped-keyword warnings."""
+
+    dfa: ByteDFA
+    kind: str  # "json-schema" | "regex" | "choice"
+    warnings: tuple[str, ...] = ()
+
+    @property
+    def key(self) -> str:
+        """Stable hash of the language (the DFA fingerprint)."""
+        return self.dfa.fingerprint()
+
+
+_cache: OrderedDict[tuple[str, str, GrammarOptions], Grammar] = OrderedDict()
+
+
+def _cached(kind: str, text: str, options: GrammarOptions, build: Callable[[], Grammar]) -> Grammar:
+    key = (kind, text, options)
+    found = _cache.get(key)
+    if found is not None:
+        _cache.move_to_end(key)
+        return found
+    grammar = build()
+    _cache[key] = grammar
+    if len(_cache) > _CACHE_SIZE:
+        _cache.popitem(last=False)
+    return grammar
+
+
+def _finish(
+    node: Node, kind: str, options: GrammarOptions, warnings: Sequence[str] = ()
+) -> Grammar:
+    dfa = compile_ast(node, options.max_states)
+    if dfa.is_empty():
+        raise GrammarError(f"the {kind} grammar matches nothing")
+    return Grammar(dfa, kind, tuple(warnings))
+
+
+def compile_json_schema(
+    schema: dict[str, Any] | bool, options: GrammarOptions = GrammarOptions()
+) -> Grammar:
+    """Grammar of the canonical JSON texts of instances valid under `schema`."""
+    if not isinstance(schema, (dict, bool)):
+        raise GrammarError("a JSON Schema must be an object or a boolean")
+    try:
+        text = json.dumps(schema, sort_keys=False, ensure_ascii=False, allow_nan=False)
+    except (TypeError, ValueError) as error:
+        raise GrammarError(f"the schema is not JSON: {error}") from None
+
+    def build() -> Grammar:
+        compiler = SchemaCompiler(
+            schema,
+            whitespace=options.whitespace,
+            lenient=options.lenient,
+            max_recursion_depth=options.max_recursion_depth,
+            max_any_depth=options.max_any_depth,
+            max_states=options.max_states,
+        )
+        node = compiler.compile()
+        return _finish(node, "json-schema", options, compiler.warnings)
+
+    return _cached("json-schema", text, options, build)
+
+
+def compile_regex(pattern: str, options: GrammarOptions = GrammarOptions()) -> Grammar:
+    """Grammar of the strings `pattern` matches in full (Python `re` subset, UTF-8)."""
+    return _cached("regex", pattern, options, lambda: _finish(fullmatch(pattern), "regex", options))
+
+
+def compile_choice(choices: Sequence[str], options: GrammarOptions = GrammarOptions()) -> Grammar:
+    """Grammar of exactly one of `choices` (UTF-8)."""
+    if isinstance(choices, str) or not all(isinstance(c, str) for c in choices):
+        raise GrammarError("choices must be a list of strings")
+    if not choices:
+        raise GrammarError("the choice list is empty")
+    text = json.dumps(list(choices), ensure_ascii=False)
+    node = alt(*(literal(c) for c in choices))
+    return _cached("choice", text, options, lambda: _finish(node, "choice", options))
+
+
+def serialize(instance: Any, options: GrammarOptions = GrammarOptions()) -> str:
+    """Canonical JSON text (json.dumps in the grammar's whitespace, ensure_ascii=False,
+    members in the given order; integral numbers without fraction, no exponents)."""
+    return dumps(instance, options.whitespace)

@@ -1,0 +1,139 @@
+"""Instance locations and the canonical order of object members.
+
+A `Location` is the set of schema objects that may apply at one place of an instance
+(closed under `$ref` and the applicators). Its `names` (property names in order of first
+appearance) fix the member order of every object the grammar builds there, whatever
+branch of `anyOf`/`oneOf`/`allOf` produced it; other keys follow, in any order. Because
+every part of a grammar uses the same order at the same place, intersections and
+differences of grammars (`allOf`, `oneOf`, `not`) are exact on the text.
+
+`reorder` puts an instance's keys in that order (other keys sorted), which is how a valid
+instance is serialised into the form the grammar accepts.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from kor_cli.errors import GrammarError
+from kor_cli.grammar.json_refs import Resolver
+
+_APPLICATOR_LISTS = ("allOf", "anyOf", "oneOf")
+_APPLICATOR_ONE = ("not", "if", "then", "else")
+
+
+class Location:
+    """Schema objects applying at one instance location; see the module docstring."""
+
+    __slots__ = ("space", "nodes", "names", "_children", "_item")
+
+    def __init__(self, space: LocationSpace, nodes: tuple[dict[str, Any], ...]) -> None:
+        self.space = space
+        self.nodes = nodes
+        names: dict[str, None] = {}
+        for node in nodes:
+            props = node.get("properties")
+            if isinstance(props, dict):
+                names.update(dict.fromkeys(props))
+            required = node.get("required")
+            if isinstance(required, list):
+                names.update(dict.fromkeys(r for r in required if isinstance(r, str)))
+        self.names: tuple[str, ...] = tuple(names)
+        self._children: dict[str | None, Location] = {}
+        self._item: Location | None = None
+
+    def child(self, key: str | None) -> Location:
+        """Location of the value of member `key` (None: any key not in `names`)."""
+        found = self._children.get(key)
+        if found is None:
+            subs = [sub for node in self.nodes for sub in _member_schemas(node, key)]
+            found = self._children[key] = self.space.at(subs)
+        return found
+
+    def item(self) -> Location:
+        """Location of the items of an array."""
+        if self._item is None:
+            subs: list[Any] = []
+            for node in self.nodes:
+                prefix = node.get("prefixItems")
+                if isinstance(prefix, list):
+                    subs += prefix
+                subs += [node[k] for k in ("items", "unevaluatedItems", "contains") if k in node]
+            self._item = self.space.at(subs)
+        return self._item
+
+
+def _member_schemas(node: dict[str, Any], key: str | None) -> list[Any]:
+    props = node.get("properties")
+    if key is not None and isinstance(props, dict) and key in props:
+        return [props[key]]
+    out = [node[k] for k in ("additionalProperties", "unevaluatedProperties") if k in node]
+    patterns = node.get("patternProperties")
+    if isinstance(patterns, dict):
+        out += [sub for pattern, sub in patterns.items() if key is None or _search(pattern, key)]
+    return out
+
+
+def _search(pattern: str, text: str) -> bool:
+    try:
+        return re.search(pattern, text) is not None
+    except re.error:
+        return True
+
+
+class LocationSpace:
+    """Creates and shares `Location`s of one schema document."""
+
+    def __init__(self, resolver: Resolver) -> None:
+        self.resolver = resolver
+        self._memo: dict[tuple[int, ...], Location] = {}
+
+    def at(self, schemas: list[Any]) -> Location:
+        """The location where `schemas` apply (closed under references and applicators)."""
+        nodes: list[dict[str, Any]] = []
+        seen: set[int] = set()
+        stack = list(reversed(schemas))
+        while stack:
+            node = stack.pop()
+            if not isinstance(node, dict) or id(node) in seen:
+                continue
+            seen.add(id(node))
+            nodes.append(node)
+            stack += reversed(self._applied(node))
+        key = tuple(id(n) for n in nodes)
+        found = self._memo.get(key)
+        if found is None:
+            found = self._memo[key] = Location(self, tuple(nodes))
+        return found
+
+    def _applied(self, node: dict[str, Any]) -> list[Any]:
+        out: list[Any] = []
+        if isinstance(node.get("$ref"), str):
+            try:
+                out.append(self.resolver.resolve(node["$ref"], node, "")[0])
+            except GrammarError:
+                pass  # reported where the reference is compiled
+        for key in _APPLICATOR_LISTS:
+            if isinstance(node.get(key), list):
+                out += node[key]
+        out += [node[key] for key in _APPLICATOR_ONE if key in node]
+        if isinstance(node.get("dependentSchemas"), dict):
+            out += node["dependentSchemas"].values()
+        return out
+
+
+def reorder(instance: Any, location: Location) -> Any:
+    """`instance` with object keys in the canonical order of each location."""
+    if isinstance(instance, list):
+        item = location.item()
+        return [reorder(v, item) for v in instance]
+    if not isinstance(instance, dict):
+        return instance
+    named = [k for k in location.names if k in instance]
+    known = set(named)
+    out = {k: reorder(instance[k], location.child(k)) for k in named}
+    extra = location.child(None)
+    rest = sorted((k for k in instance if k not in known), key=str)
+    out.update((k, reorder(instance[k], extra)) for k in rest)
+    return out

@@ -1,0 +1,221 @@
+"""Exact automata for canonical JSON numbers: ranges and `multipleOf`.
+
+Canonical numbers (see `json_values`): `-?(0|[1-9][0-9]*)(\\.[0-9]*[1-9])?` without `-0`.
+Bounds are exact for integers and decimals (compared digit by digit, no floats), and
+`multipleOf` is a residue automaton over the digits.
+"""
+
+from __future__ import annotations
+
+import math
+from decimal import Decimal
+
+import numpy as np
+
+from kor_cli.errors import GrammarError
+from kor_cli.grammar.ast import (
+    EMPTY,
+    NOTHING,
+    Automaton,
+    Node,
+    alt,
+    byte_range,
+    intersect,
+    literal,
+    opt,
+    repeat,
+    seq,
+)
+from kor_cli.grammar.fsm import minimal
+
+DIGIT = byte_range(0x30, 0x39)
+NONZERO = byte_range(0x31, 0x39)
+MINUS = literal("-")
+FRACTION = seq(literal("."), repeat(DIGIT, 0, None), NONZERO)  # canonical, non-empty
+UINT = alt(literal("0"), seq(NONZERO, repeat(DIGIT, 0, None)))
+
+Bound = tuple[Decimal, bool]  # (value, exclusive)
+
+
+def _digit(lo: int, hi: int) -> Node:
+    return byte_range(0x30 + lo, 0x30 + hi)
+
+
+def _between(a: str, b: str) -> Node:
+    """Digit strings x of len(a) == len(b) with a <= x <= b."""
+    if not a:
+        return EMPTY
+    if a[0] == b[0]:
+        return seq(literal(a[0]), _between(a[1:], b[1:]))
+    rest = len(a) - 1
+    low_full, high_full = a[1:] == "0" * rest, b[1:] == "9" * rest
+    first = int(a[0]) + (0 if low_full else 1)
+    last = int(b[0]) - (0 if high_full else 1)
+    parts = []
+    if not low_full:
+        parts.append(seq(literal(a[0]), _between(a[1:], "9" * rest)))
+    if first <= last:
+        parts.append(seq(_digit(first, last), repeat(DIGIT, rest, rest)))
+    if not high_full:
+        parts.append(seq(literal(b[0]), _between("0" * rest, b[1:])))
+    return alt(*parts)
+
+
+def uint_range(lo: int, hi: int | None) -> Node:
+    """Canonical non-negative integers in lo..hi (hi None: unbounded)."""
+    lo = max(lo, 0)
+    if hi is not None and hi < lo:
+        return NOTHING
+    parts = []
+    top = len(str(lo)) if hi is None else len(str(hi))
+    for n in range(len(str(lo)), top + 1):
+        a = max(lo, 10 ** (n - 1) if n > 1 else 0)
+        b = 10**n - 1 if hi is None else min(hi, 10**n - 1)
+        if a <= b:
+            parts.append(_between(str(a), str(b)))
+    if hi is None:
+        parts.append(seq(NONZERO, repeat(DIGIT, len(str(lo)), None)))
+    return alt(*parts)
+
+
+def int_range(lo: int | None, hi: int | None) -> Node:
+    """Canonical integers in lo..hi (None: unbounded on that side)."""
+    parts = []
+    if hi is None or hi >= 0:
+        parts.append(uint_range(0 if lo is None else max(lo, 0), hi))
+    if lo is None or lo < 0:
+        top = None if lo is None else -lo
+        parts.append(seq(MINUS, uint_range(1 if hi is None or hi >= 0 else -hi, top)))
+    return alt(*parts)
+
+
+def integer_bounds(lower: Bound | None, upper: Bound | None) -> tuple[int | None, int | None]:
+    """The integer range lo..hi equivalent to decimal bounds."""
+    lo = hi = None
+    if lower is not None:
+        lo = math.floor(lower[0]) + 1 if lower[1] else math.ceil(lower[0])
+    if upper is not None:
+        hi = math.ceil(upper[0]) - 1 if upper[1] else math.floor(upper[0])
+    return lo, hi
+
+
+def number_range(lower: Bound | None, upper: Bound | None) -> Node:
+    """Canonical numbers x with lower <(=) x <(=) upper."""
+    positive: list[Node] = []  # constraints on x >= 0 (as magnitude)
+    negative: list[Node] = [_magnitude("gt", Decimal(0))]  # on -x for x < 0
+    has_positive = has_negative = True
+    if lower is not None:
+        value, exclusive = lower
+        if value > 0 or (value == 0 and exclusive):
+            positive.append(_magnitude("gt" if exclusive else "ge", value))
+            has_negative = False
+        else:
+            negative.append(_magnitude("lt" if exclusive else "le", -value))
+    if upper is not None:
+        value, exclusive = upper
+        if value < 0 or (value == 0 and exclusive):
+            negative.append(_magnitude("gt" if exclusive else "ge", -value))
+            has_positive = False
+        else:
+            positive.append(_magnitude("lt" if exclusive else "le", value))
+    parts = []
+    if has_positive:
+        parts.append(_all_of(positive) if positive else seq(UINT, opt(FRACTION)))
+    if has_negative:
+        parts.append(seq(MINUS, _all_of(negative)))
+    return alt(*parts)
+
+
+def _all_of(nodes: list[Node]) -> Node:
+    out = nodes[0]
+    for node in nodes[1:]:
+        out = intersect(out, node)
+    return out
+
+
+def _split(value: Decimal) -> tuple[int, str]:
+    """(integer part, fraction digits without trailing zeros) of a non-negative decimal."""
+    whole = int(value)
+    return whole, format(value - whole, "f").partition(".")[2].rstrip("0")
+
+
+def _magnitude(op: str, bound: Decimal) -> Node:
+    """Unsigned canonical numbers m with `m op bound` (op: ge, gt, le, lt)."""
+    whole, frac = _split(bound)
+    same = seq(literal(str(whole)), _fraction(op, frac))
+    if op in ("ge", "gt"):
+        return alt(seq(uint_range(whole + 1, None), opt(FRACTION)), same)
+    smaller = seq(uint_range(0, whole - 1), opt(FRACTION)) if whole else NOTHING
+    return alt(smaller, same)
+
+
+def _fraction(op: str, bound: str) -> Node:
+    """Optional canonical fractions `.F` (or none, F = "") with `0.F op 0.bound`."""
+    tail = opt(seq(repeat(DIGIT, 0, None), NONZERO))
+    dot = literal(".")
+    if op in ("ge", "gt"):
+        nonempty = seq(repeat(DIGIT, 0, None), NONZERO)
+        extension = seq(literal(bound), tail if op == "ge" else nonempty)
+        bigger = [
+            seq(literal(bound[:j]), _digit(int(bound[j]) + 1, 9), tail)
+            for j in range(len(bound))
+            if bound[j] != "9"
+        ]
+        if not bound:
+            return opt(FRACTION) if op == "ge" else FRACTION
+        return seq(dot, alt(extension, *bigger))
+    if not bound:
+        return EMPTY if op == "le" else NOTHING
+    prefixes = [literal(bound[:j]) for j in range(1, len(bound)) if bound[j - 1] != "0"]
+    smaller = [
+        seq(
+            literal(bound[:j]),
+            alt(
+                seq(_digit(0, int(bound[j]) - 1), repeat(DIGIT, 0, None), NONZERO),
+                _digit(1, int(bound[j]) - 1) if bound[j] > "1" else NOTHING,
+            ),
+        )
+        for j in range(len(bound))
+        if bound[j] != "0"
+    ]
+    equal = [literal(bound)] if op == "le" else []
+    return opt(seq(dot, alt(*equal, *prefixes, *smaller)))
+
+
+NUMBER = number_range(None, None)
+FRACTIONAL = seq(opt(MINUS), UINT, FRACTION)  # numbers that are not integers
+
+
+def multiple_of(step: Decimal, max_states: int) -> Node:
+    """Canonical numbers that are integer multiples of `step` > 0 (exact decimal)."""
+    sign, digits, exponent = step.normalize().as_tuple()
+    assert isinstance(exponent, int)
+    p = int("".join(map(str, digits))) * 10 ** max(exponent, 0)
+    s = max(-exponent, 0)
+    size = 3 + p * (s + 2)
+    if sign or p <= 0 or size > max_states:
+        raise GrammarError(f"multipleOf {step} needs too many states (at most {max_states})")
+    # states: 0 dead, 1 start, 2 after "-", int residue r: 3 + r, fraction (r, k): 3+p+r*(s+1)+k
+    table = np.zeros((size, 256), dtype=np.int32)
+    accepting = np.zeros(size, dtype=bool)
+    frac = 3 + p
+
+    def fstate(r: int, k: int) -> int:
+        return frac + r * (s + 1) + k
+
+    for d in range(10):
+        table[1, 0x30 + d] = table[2, 0x30 + d] = 3 + d % p
+    table[1, ord("-")] = 2
+    for r in range(p):
+        for d in range(10):
+            table[3 + r, 0x30 + d] = 3 + (10 * r + d) % p
+        table[3 + r, ord(".")] = fstate(r, 0)
+        accepting[3 + r] = (r * 10**s) % p == 0
+        for k in range(s + 1):
+            accepting[fstate(r, k)] = (r * 10 ** (s - k)) % p == 0
+            for d in range(10):
+                if k < s:
+                    table[fstate(r, k), 0x30 + d] = fstate((10 * r + d) % p, k + 1)
+            if k == s:
+                table[fstate(r, k), 0x30] = fstate(r, k)
+    return Automaton(minimal(table, accepting, 1))

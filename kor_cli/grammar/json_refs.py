@@ -1,0 +1,109 @@
+"""`$ref` resolution inside one schema document.
+
+Supports JSON pointers (`#/$defs/x`, `#`), `$anchor`/`$dynamicAnchor` names, and
+`$id`-based URIs of subschemas of the same document (resolved against each schema's base
+URI). Anything else (remote documents, `$dynamicRef`) raises `GrammarError`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import unquote, urldefrag, urljoin
+
+from kor_cli.errors import GrammarError
+
+DEFAULT_BASE = "https://kor-cli.invalid/schema.json"
+_SCHEMA_MAPS = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas")
+_SCHEMA_LISTS = ("allOf", "anyOf", "oneOf", "prefixItems")
+_SCHEMA_ONE = (
+    "items", "additionalProperties", "not", "if", "then", "else", "contains", "propertyNames",
+    "unevaluatedItems", "unevaluatedProperties", "additionalItems", "contentSchema",
+)  # fmt: skip
+
+
+def escape_pointer(token: str) -> str:
+    """One JSON pointer reference token."""
+    return token.replace("~", "~0").replace("/", "~1")
+
+
+def subschemas(schema: dict[str, Any], pointer: str) -> list[tuple[Any, str]]:
+    """The direct subschemas of `schema` with their JSON pointers."""
+    out: list[tuple[Any, str]] = []
+    for key in _SCHEMA_MAPS:
+        value = schema.get(key)
+        if isinstance(value, dict):
+            for name, sub in value.items():
+                out.append((sub, f"{pointer}/{escape_pointer(key)}/{escape_pointer(name)}"))
+    for key in _SCHEMA_LISTS:
+        value = schema.get(key)
+        if isinstance(value, list):
+            out += [(sub, f"{pointer}/{key}/{i}") for i, sub in enumerate(value)]
+    for key in _SCHEMA_ONE:
+        if key in schema:
+            out.append((schema[key], f"{pointer}/{key}"))
+    return out
+
+
+class Resolver:
+    """Resolves `$ref` values relative to the schema object that holds them."""
+
+    def __init__(self, root: Any) -> None:
+        self.root = root
+        self.base_of: dict[int, str] = {}
+        self.pointer_of: dict[int, str] = {}
+        self.documents: dict[str, tuple[Any, str]] = {}
+        self.anchors: dict[str, tuple[Any, str]] = {}
+        self._index(root, DEFAULT_BASE, "")
+        self.documents.setdefault(DEFAULT_BASE, (root, ""))
+
+    def _index(self, schema: Any, base: str, pointer: str) -> None:
+        if not isinstance(schema, dict):
+            return
+        if isinstance(schema.get("$id"), str):
+            base = urldefrag(urljoin(base, schema["$id"]))[0]
+            self.documents[base] = (schema, pointer)
+        for key in ("$anchor", "$dynamicAnchor"):
+            if isinstance(schema.get(key), str):
+                self.anchors[f"{base}#{schema[key]}"] = (schema, pointer)
+        self.base_of[id(schema)] = base
+        self.pointer_of[id(schema)] = pointer
+        for sub, sub_pointer in subschemas(schema, pointer):
+            self._index(sub, base, sub_pointer)
+
+    def pointer(self, schema: Any, default: str = "") -> str:
+        """The JSON pointer of an indexed schema object."""
+        return self.pointer_of.get(id(schema), default)
+
+    def resolve(self, ref: str, holder: dict[str, Any], pointer: str) -> tuple[Any, str]:
+        """(target schema, its pointer) of `ref` found in `holder` at `pointer`."""
+        base = self.base_of.get(id(holder), DEFAULT_BASE)
+        uri, fragment = (base, ref[1:]) if ref.startswith("#") else urldefrag(urljoin(base, ref))
+        if uri not in self.documents:
+            raise GrammarError(
+                f"cannot resolve {ref!r}: only references inside this schema are supported",
+                keyword="$ref",
+                pointer=pointer,
+            )
+        document, doc_pointer = self.documents[uri]
+        if not fragment or fragment.startswith("/"):
+            target, target_pointer = _walk(document, fragment, ref, pointer)
+            return target, doc_pointer + target_pointer
+        found = self.anchors.get(f"{uri}#{fragment}")
+        if found is None:
+            raise GrammarError(f"unknown anchor in {ref!r}", keyword="$ref", pointer=pointer)
+        return found
+
+
+def _walk(document: Any, fragment: str, ref: str, pointer: str) -> tuple[Any, str]:
+    node = document
+    tokens = [unquote(t).replace("~1", "/").replace("~0", "~") for t in fragment.split("/")[1:]]
+    for token in tokens:
+        if isinstance(node, dict) and token in node:
+            node = node[token]
+        elif isinstance(node, list) and token.isdigit() and int(token) < len(node):
+            node = node[int(token)]
+        else:
+            raise GrammarError(f"{ref!r} points nowhere", keyword="$ref", pointer=pointer)
+    if not isinstance(node, (dict, bool)):
+        raise GrammarError(f"{ref!r} does not point to a schema", keyword="$ref", pointer=pointer)
+    return node, "".join("/" + escape_pointer(t) for t in tokens)

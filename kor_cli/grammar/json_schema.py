@@ -1,0 +1,406 @@
+"""JSON Schema (draft 2020-12) → byte-level regex AST of canonical JSON text.
+
+Semantics and choices:
+
+- The grammar accepts only canonical text (see `json_values`): one text per value, object
+  members in the order of `json_location` (schema order), bounded whitespace.
+- Objects: `additionalProperties: false` is the DEFAULT as soon as a schema declares
+  `properties` or `required`; optional properties may be absent, present ones come in
+  schema order. An object schema without declarations (e.g. `{"type": "object"}`) accepts
+  any object; `additionalProperties: true`/a schema allows other members after the
+  declared ones. `{}`/`true` is any JSON value nested at most `max_any_depth` deep.
+- Arrays follow the spec: without `items`, further items are any values.
+- `$ref` (local pointers, anchors, `$id`s in the document) recursion is unrolled to
+  `max_recursion_depth`; deeper alternatives are unavailable.
+- `allOf` merges its branches; `anyOf` is a union; `oneOf`, `not` and `if`/`then`/`else`
+  are exact on canonical text: each branch minus an over-approximation of the others
+  (computed in "negative" mode, where whatever cannot be expressed is dropped, so the
+  subtraction never removes too little). The validator re-checks `oneOf` afterwards,
+  which also covers free-form objects whose keys could come in another order.
+- `format` (date, time, date-time, email, hostname, ipv4, uuid, uri) is enforced.
+- Whatever cannot be enforced raises `GrammarError(keyword=..., pointer=...)`, or with
+  `lenient` is dropped with a warning. Nothing constraining is ever silently ignored.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import replace
+from typing import Any
+
+from kor_cli.errors import GrammarError
+from kor_cli.grammar import json_containers as containers
+from kor_cli.grammar.ast import (
+    NOTHING,
+    Automaton,
+    Node,
+    alt,
+    difference,
+    intersect,
+    is_nothing,
+    literal,
+)
+from kor_cli.grammar.fsm import ByteDFA, compile_ast
+from kor_cli.grammar.json_formats import FORMATS
+from kor_cli.grammar.json_keywords import Collector, Facts, Part
+from kor_cli.grammar.json_location import Location, LocationSpace, reorder
+from kor_cli.grammar.json_numbers import (
+    FRACTIONAL,
+    NUMBER,
+    int_range,
+    integer_bounds,
+    multiple_of,
+    number_range,
+)
+from kor_cli.grammar.json_refs import Resolver
+from kor_cli.grammar.json_values import (
+    BOOLEAN,
+    NULL,
+    dumps,
+    json_char,
+    loose_container,
+    loose_value,
+    max_depth,
+    quoted,
+    separators,
+    string_node,
+)
+from kor_cli.grammar.regex import Dialect, fullmatch, search
+
+STRICT = Dialect(json_char, "strict")
+LOOSE_DIALECT = Dialect(json_char, "loose")
+
+
+def value_type(value: Any) -> str:
+    """The internal type name of a JSON value (integral floats are integers)."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int):
+        return "integer"
+    if isinstance(value, float):
+        return "integer" if value.is_integer() else "fraction"
+    if isinstance(value, str):
+        return "string"
+    return "array" if isinstance(value, (list, tuple)) else "object"
+
+
+def canonical_key(value: Any) -> str:
+    """Equal JSON values (in the JSON Schema sense) get equal keys."""
+    return dumps(_sorted(value))
+
+
+def _sorted(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _sorted(value[k]) for k in sorted(value)}
+    if isinstance(value, (list, tuple)):
+        return [_sorted(v) for v in value]
+    return value
+
+
+class SchemaCompiler:
+    """Compiles one schema document; see the module docstring."""
+
+    def __init__(
+        self,
+        root: Any,
+        whitespace: str = "compact",
+        lenient: bool = False,
+        max_recursion_depth: int = 3,
+        max_any_depth: int = 3,
+        max_states: int = 50_000,
+    ) -> None:
+        self.root = root
+        self.whitespace = whitespace
+        item_sep, key_sep = separators(whitespace)
+        self.item_sep, self.key_sep = literal(item_sep), literal(key_sep)
+        self.lenient = lenient
+        self.max_any_depth = max_any_depth
+        self.max_states = max_states
+        self.warnings: list[str] = []
+        self.resolver = Resolver(root)
+        self.space = LocationSpace(self.resolver)
+        self.active: dict[int, int] = {}
+        self.collector = Collector(self.resolver, self.active, max_recursion_depth)
+        self.max_recursion_depth = max_recursion_depth
+        self._any: dict[tuple[int, int], Node] = {}
+        self._dfas: dict[int, tuple[Node, ByteDFA]] = {}
+        self._keys: dict[tuple[str, ...], Node] = {}
+        self.loose_depth = 0  # set while building what a difference subtracts
+
+    def compile(self) -> Node:
+        """The AST of the whole document; GrammarError if it matches nothing."""
+        node = self.conj([Part(self.root, "")], self.space.at([self.root]), True)
+        if is_nothing(node):
+            if self.collector.cut_pointers:
+                raise GrammarError(
+                    "recursive $ref has no finite expansion within max_recursion_depth="
+                    f"{self.max_recursion_depth}",
+                    keyword="$ref",
+                    pointer=self.collector.cut_pointers[0],
+                )
+            raise GrammarError("the schema matches no JSON value")
+        return node
+
+    def fail(self, keyword: str, pointer: str, message: str) -> None:
+        """Refuse `keyword`, or in lenient mode drop it with a warning."""
+        if not self.lenient:
+            raise GrammarError(message, keyword=keyword, pointer=pointer)
+        warning = f"dropped '{keyword}' at '{pointer or '/'}': {message}"
+        if warning not in self.warnings:
+            self.warnings.append(warning)
+
+    # conjunctions and applicators
+
+    def conj(self, parts: list[Part], loc: Location, pos: bool) -> Node:
+        """All of `parts` at `loc`; `pos` False over-approximates (see module docstring)."""
+        facts = self.collector.collect(parts)
+        if facts is None:
+            return NOTHING if pos else self.loose()
+        if facts.false:
+            return NOTHING
+        if facts.pending:
+            return self.distribute(facts, loc, pos)
+        with self._descending(facts.refs):
+            return self.typed(facts, loc, pos)
+
+    @contextmanager
+    def _descending(self, refs: list[int]) -> Iterator[None]:
+        for r in refs:
+            self.active[r] = self.active.get(r, 0) + 1
+        try:
+            yield
+        finally:
+            for r in refs:
+                self.active[r] -= 1
+
+    def distribute(self, facts: Facts, loc: Location, pos: bool) -> Node:
+        """Resolve the first pending applicator (anyOf, oneOf, not, if) by cases."""
+        kind, index, value = facts.pending[0]
+        base = list(facts.parts)
+        holder = base[index]
+        base[index] = replace(holder, skip=holder.skip | {kind})
+        owner = id(holder.schema)
+
+        def sub(schema: Any, *where: str | int) -> Part:
+            return Part(schema, holder.at(*where), parent=owner)
+
+        def branch(*extra: Part) -> Node:
+            return self.conj(base + list(extra), loc, pos)
+
+        if not pos:  # over-approximate: subtract only what certainly fails
+            if kind == "not":
+                return difference(branch(), self.under(Part(value, holder.at("not")), loc))
+            if kind == "if":
+                cond, then, other = _conditional(holder, sub)
+                return alt(branch(*then), difference(branch(*other), self.under(cond, loc)))
+            options = [sub(s, kind, k) for k, s in enumerate(value)]
+            if kind == "anyOf":
+                return alt(*(branch(p) for p in options))
+            unders = [self.under(p, loc) for p in options]
+            return alt(*(difference(branch(p), _others(unders, k)) for k, p in enumerate(options)))
+        if kind == "not":
+            keep, depth = self.settle(branch())
+            with self._subtracting(depth):
+                return difference(keep, self.conj([Part(value, holder.at("not"))], loc, False))
+        if kind == "if":
+            cond, then, other = _conditional(holder, sub)
+            keep, depth = self.settle(branch(*other))
+            with self._subtracting(depth):
+                failed = difference(keep, self.conj([cond], loc, False))
+            return alt(branch(cond, *then), failed)
+        options = [sub(s, kind, k) for k, s in enumerate(value)]
+        if kind == "anyOf":
+            return alt(*(branch(p) for p in options))
+        kept = [self.settle(branch(p)) for p in options]
+        with self._subtracting(max(depth for _, depth in kept)):
+            negs = [self.conj([p], loc, False) for p in options]
+        return alt(*(difference(node, _others(negs, k)) for k, (node, _) in enumerate(kept)))
+
+    def settle(self, node: Node) -> tuple[Node, int]:
+        """`node` compiled to a DFA now, and how deep its JSON texts nest."""
+        dfa = compile_ast(node, self.max_states)
+        if dfa.is_empty():
+            return NOTHING, 0
+        return Automaton(dfa), max_depth(dfa)
+
+    @contextmanager
+    def _subtracting(self, depth: int) -> Iterator[None]:
+        saved, self.loose_depth = self.loose_depth, depth
+        try:
+            yield
+        finally:
+            self.loose_depth = saved
+
+    def under(self, part: Part, loc: Location) -> Node:
+        """A positive (under-approximating) grammar of `part`, strict; NOTHING on refusal."""
+        lenient, warnings = self.lenient, list(self.warnings)
+        self.lenient = False
+        try:
+            return self.conj([part], loc, True)
+        except GrammarError:
+            return NOTHING
+        finally:
+            self.lenient, self.warnings = lenient, warnings
+
+    # types
+
+    def typed(self, facts: Facts, loc: Location, pos: bool) -> Node:
+        types = facts.types
+        if pos:
+            for refused, keyword, pointer, message in facts.refusals:
+                if refused & types:
+                    self.fail(keyword, pointer, message)
+        if facts.enums:
+            return self.enum(facts, loc, pos)
+        if not pos and len(types) == 7 and not facts.scalar_constraints():
+            return self.loose()
+        return self.union(facts, loc, pos, types)
+
+    def union(self, facts: Facts, loc: Location, pos: bool, types: frozenset[str]) -> Node:
+        parts = []
+        if "null" in types:
+            parts.append(NULL)
+        if "boolean" in types:
+            parts.append(BOOLEAN)
+        if "integer" in types or "fraction" in types:
+            parts.append(self.number(facts, pos, types))
+        if "string" in types:
+            parts.append(self.string(facts, pos))
+        if "array" in types:
+            parts.append(containers.array(self, facts, loc, pos))
+        if "object" in types:
+            parts.append(containers.obj(self, facts, loc, pos))
+        return alt(*parts)
+
+    def enum(self, facts: Facts, loc: Location, pos: bool) -> Node:
+        keys = [{canonical_key(v) for v in values} for values in facts.enums[1:]]
+        texts: list[Node] = []
+        for value in facts.enums[0]:
+            if value_type(value) not in facts.types:
+                continue
+            if not all(canonical_key(value) in k for k in keys):
+                continue
+            if not pos and _unordered(value, loc):
+                texts.append(self.loose())
+                continue
+            texts.append(literal(dumps(reorder(value, loc), self.whitespace)))
+        node = alt(*texts)
+        if facts.scalar_constraints():
+            node = intersect(node, self.union(facts, loc, pos, facts.types))
+        return node
+
+    def number(self, facts: Facts, pos: bool, types: frozenset[str]) -> Node:
+        lower = max(facts.lower, default=None)
+        upper = min(facts.upper, key=lambda b: (b[0], not b[1]), default=None)
+        if "fraction" not in types:
+            node = int_range(*integer_bounds(lower, upper))
+        else:
+            node = number_range(lower, upper) if lower or upper else NUMBER
+            if "integer" not in types:
+                node = intersect(node, FRACTIONAL)
+        for step, pointer in facts.multiples:
+            try:
+                node = intersect(node, multiple_of(step, self.max_states))
+            except GrammarError as error:
+                if pos:
+                    self.fail("multipleOf", pointer, error.message)
+        return node
+
+    def string(self, facts: Facts, pos: bool) -> Node:
+        base = string_node(facts.min_length, facts.max_length)
+        constraints = [
+            quoted(node)
+            for node in (self.pattern(p, ptr, pos) for p, ptr in facts.patterns)
+            if node is not None
+        ]
+        for name, pointer in facts.formats if pos else ():
+            if name in FORMATS:
+                constraints.append(quoted(fullmatch(FORMATS[name], STRICT)))
+            else:
+                self.fail("format", pointer, f"format {name!r} is not supported")
+        if not constraints:
+            return base
+        node = constraints[0]
+        for other in constraints[1:]:
+            node = intersect(node, other)
+        if facts.min_length or facts.max_length is not None:
+            node = intersect(node, base)
+        return node
+
+    def pattern(self, pattern: str, pointer: str, pos: bool) -> Node | None:
+        try:
+            return search(pattern, STRICT if pos else LOOSE_DIALECT)
+        except GrammarError as error:
+            if pos:
+                self.fail("pattern", pointer, error.message)
+            return None
+
+    # shared helpers for containers
+
+    def member(self, parts: list[Part], loc: Location, pos: bool) -> Node:
+        """The value of a member/item: all of `parts`, or any value if there are none."""
+        if parts:
+            return self.conj(parts, loc, pos)
+        return self.any_value(loc, self.max_any_depth) if pos else self.loose()
+
+    def loose(self) -> Node:
+        """Negative mode's "any value": nests as deep as the texts it is subtracted from."""
+        return loose_value(self.loose_depth)
+
+    def loose_object(self) -> Node:
+        return loose_container("{}", max(self.loose_depth, 1))
+
+    def any_value(self, loc: Location, depth: int) -> Node:
+        """Any JSON value at most `depth` containers deep, members in `loc` order."""
+        key = (id(loc), depth)
+        found = self._any.get(key)
+        if found is None:
+            found = containers.any_value(self, loc, depth)
+            self._any[key] = found
+        return found
+
+    def other_key(self, names: tuple[str, ...]) -> Node:
+        """Any member name (a JSON string) other than `names`."""
+        found = self._keys.get(names)
+        if found is None:
+            found = string_node()
+            if names:
+                found = difference(found, alt(*(self.name(n) for n in names)))
+            self._keys[names] = found
+        return found
+
+    def name(self, name: str) -> Node:
+        return literal(json.dumps(name, ensure_ascii=False))
+
+    def accepts(self, node: Node, text: str) -> bool:
+        found = self._dfas.get(id(node))
+        if found is None:
+            found = self._dfas[id(node)] = (node, compile_ast(node, self.max_states))
+        return found[1].accepts(text.encode())
+
+
+def _conditional(holder: Part, sub: Any) -> tuple[Part, list[Part], list[Part]]:
+    """The `if`, `then` and `else` parts of `holder` (then/else lists may be empty)."""
+    schema = holder.schema
+    then = [sub(schema["then"], "then")] if "then" in schema else []
+    other = [sub(schema["else"], "else")] if "else" in schema else []
+    return sub(schema["if"], "if"), then, other
+
+
+def _others(nodes: list[Node], k: int) -> Node:
+    return alt(*(node for j, node in enumerate(nodes) if j != k))
+
+
+def _unordered(value: Any, loc: Location) -> bool:
+    """True if some object in `value` has two keys the location does not order."""
+    if isinstance(value, list):
+        return any(_unordered(v, loc.item()) for v in value)
+    if not isinstance(value, dict):
+        return False
+    if sum(k not in loc.names for k in value) >= 2:
+        return True
+    return any(_unordered(v, loc.child(k if k in loc.names else None)) for k, v in value.items())
