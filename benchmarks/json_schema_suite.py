@@ -1,0 +1,97 @@
+"""Run kor-cli's grammar compiler over the JSON-Schema-Test-Suite (draft 2020-12).
+
+For every schema: compile it (a named `GrammarError` counts as "refused"). For every test
+instance of a compiled schema: a valid instance must be accepted by the DFA (in canonical
+form: `serialize` with object keys in the schema's order, see `json_location.reorder`),
+an invalid one rejected (in every form tried). Writes the counts to
+`benchmarks/results/json_schema_suite.json`. The `optional/` folder is skipped.
+
+Usage: python benchmarks/json_schema_suite.py [SUITE_DIR]
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from kor_cli.errors import GrammarError
+from kor_cli.grammar.compile import Grammar, compile_json_schema, serialize
+from kor_cli.grammar.json_location import LocationSpace, reorder
+from kor_cli.grammar.json_refs import Resolver
+
+REPO = Path(__file__).resolve().parents[1]
+SUITE_DIR = REPO.parent / "shared" / "testdata" / "json-schema-test-suite" / "draft2020-12"
+RESULTS = REPO / "benchmarks" / "results" / "json_schema_suite.json"
+
+
+def _sorted(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _sorted(value[k]) for k in sorted(value)}
+    if isinstance(value, list):
+        return [_sorted(v) for v in value]
+    return value
+
+
+def texts(instance: Any, schema: Any) -> list[bytes]:
+    """Serialisations to try: schema order first, then as given and with sorted keys."""
+    location = LocationSpace(Resolver(schema)).at([schema])
+    forms = [reorder(instance, location), instance, _sorted(instance)]
+    return list(dict.fromkeys(serialize(form).encode() for form in forms))
+
+
+def run(suite_dir: Path = SUITE_DIR) -> dict[str, Any]:
+    """Counts over every case of every file of `suite_dir` (not recursing into optional/)."""
+    counts: Counter[str] = Counter()
+    false_accepts: list[str] = []
+    false_rejects: list[str] = []
+    refusals: Counter[str] = Counter()
+    for path in sorted(suite_dir.glob("*.json")):
+        for case in json.loads(path.read_text()):
+            where = f"{path.stem}: {case['description']}"
+            try:
+                grammar: Grammar = compile_json_schema(case["schema"])
+            except GrammarError as error:
+                counts["schemas_refused"] += 1
+                counts["tests_refused"] += len(case["tests"])
+                refusals[str(getattr(error, "keyword", None))] += 1
+                continue
+            counts["schemas_compiled"] += 1
+            for test in case["tests"]:
+                accepted = any(grammar.dfa.accepts(t) for t in texts(test["data"], case["schema"]))
+                label = f"{where} / {test['description']}"
+                if test["valid"] and accepted:
+                    counts["accepted_correctly"] += 1
+                elif test["valid"]:
+                    counts["false_rejects"] += 1
+                    false_rejects.append(label)
+                elif accepted:
+                    counts["false_accepts"] += 1
+                    false_accepts.append(label)
+                else:
+                    counts["rejected_correctly"] += 1
+    keys = ("schemas_compiled", "schemas_refused", "accepted_correctly", "rejected_correctly",
+            "false_accepts", "false_rejects", "tests_refused")  # fmt: skip
+    return {
+        **{k: counts[k] for k in keys},
+        "refused_by_keyword": dict(refusals.most_common()),
+        "false_accept_cases": false_accepts,
+        "false_reject_cases": false_rejects,
+    }
+
+
+def main() -> None:
+    suite_dir = Path(sys.argv[1]) if len(sys.argv) > 1 else SUITE_DIR
+    start = time.perf_counter()
+    result = run(suite_dir)
+    result["seconds"] = round(time.perf_counter() - start, 2)
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    RESULTS.write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n")
+    print(json.dumps({k: v for k, v in result.items() if not k.endswith("_cases")}, indent=2))
+
+
+if __name__ == "__main__":
+    main()
