@@ -72,15 +72,35 @@ class ForcedTokenizer:
 class GrammarConstraint:
     """One request's grammar state for the decode loop (`decode.Constraint`)."""
 
-    def __init__(self, matcher: GrammarMatcher, forced: ForcedTokenizer, *, jump: bool = True):
+    def __init__(
+        self,
+        matcher: GrammarMatcher,
+        forced: ForcedTokenizer,
+        *,
+        jump: bool = True,
+        id_cache: dict[tuple[int, str], Any] | None = None,
+    ) -> None:
         self.matcher = matcher
         self.forced = forced
         self.jump = jump
+        self.id_cache = {} if id_cache is None else id_cache
         token_bytes = matcher.index.info.token_bytes
         self._lengths = np.array([len(b) if b else 0 for b in token_bytes], dtype=np.int32)
 
     def mask(self, device: Any) -> Any:
         return self.matcher.mask_tensor(device)
+
+    def allowed_ids(self, device: Any) -> Any:
+        """The allowed ids as a long tensor on `device`, cached per state and device."""
+        import torch
+
+        key = (self.matcher.state if not self.matcher.is_finished else 0, str(device))
+        ids = self.id_cache.get(key)
+        if ids is None:
+            allowed = self.matcher.allowed_mask()
+            ids = torch.from_numpy(np.flatnonzero(allowed)).to(device)
+            self.id_cache[key] = ids
+        return ids
 
     def advance(self, token_id: int) -> None:
         if not self.matcher.accept_token(token_id):
@@ -168,6 +188,8 @@ class ConstraintFactory:
         self.index = TokenIndex(grammar.dfa, info)
         self.forced = ForcedTokenizer(loaded.tokenizer, self.index)
         self.jump = jump
+        self.id_cache: dict[tuple[int, str], Any] = {}
 
     def new(self) -> GrammarConstraint:
-        return GrammarConstraint(GrammarMatcher(self.index), self.forced, jump=self.jump)
+        matcher = GrammarMatcher(self.index)
+        return GrammarConstraint(matcher, self.forced, jump=self.jump, id_cache=self.id_cache)

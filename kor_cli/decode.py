@@ -14,6 +14,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from kor_cli.forward import DEFAULT_SELECTIVE_LIMIT, ModelStep
 from kor_cli.models import LoadedModel
 
 
@@ -22,6 +23,9 @@ class Constraint(Protocol):
 
     def mask(self, device: Any) -> Any:
         """Bool tensor [vocab_size] of allowed next tokens."""
+
+    def allowed_ids(self, device: Any) -> Any:
+        """Long tensor of the allowed next token ids (for the selective LM head)."""
 
     def advance(self, token_id: int) -> None:
         """Record a sampled token (already allowed by `mask`)."""
@@ -98,8 +102,11 @@ def choose_tokens(logits: Any, options: SamplingOptions, generator: Any) -> list
 class Decoder:
     """Runs generation on a loaded model, one prompt or a batch of prompts at a time."""
 
-    def __init__(self, loaded: LoadedModel) -> None:
+    def __init__(
+        self, loaded: LoadedModel, selective_limit: int = DEFAULT_SELECTIVE_LIMIT
+    ) -> None:
         self.loaded = loaded
+        self.step = ModelStep(loaded, selective_limit)
         tokenizer = loaded.tokenizer
         pad = getattr(tokenizer, "pad_token_id", None)
         self.pad_id = pad if pad is not None else (loaded.stop_ids or (0,))[0]
@@ -144,9 +151,9 @@ class Decoder:
         positions = (attention.cumsum(-1) - 1).clamp(min=0)
         next_position = attention.sum(-1)
         with torch.inference_mode():
-            logits, cache = self._forward(ids, attention, positions, None, [width] * len(rows))
+            states, cache = self._forward(ids, attention, positions, None, [width] * len(rows))
             while True:
-                steps = self._advance_rows(rows, logits, options, generator, stop_strings, started)
+                steps = self._advance_rows(rows, states, options, generator, stop_strings, started)
                 if all(row.finish for row in rows):
                     break
                 length = max(len(step) for step in steps)
@@ -157,7 +164,7 @@ class Decoder:
                 attention = torch.cat([attention, step_mask], dim=1)
                 positions = next_position[:, None] + offsets[None, :]
                 next_position = next_position + real
-                logits, cache = self._forward(ids, attention, positions, cache, real.tolist())
+                states, cache = self._forward(ids, attention, positions, cache, real.tolist())
                 for row, step in zip(rows, steps, strict=True):
                     row.passes += bool(step)
         return [self._result(row, stop_strings) for row in rows]
@@ -177,47 +184,48 @@ class Decoder:
     def _forward(
         self, ids: list[list[int]], attention: Any, positions: Any, cache: Any, real: list[int]
     ) -> tuple[Any, Any]:
-        """One forward pass; returns the logits at each row's last real position."""
         import torch
 
         input_ids = torch.tensor(ids, dtype=torch.long, device=self.loaded.device)
-        width = input_ids.shape[1]
-        uniform = all(n in (0, width) for n in real)
-        out = self.loaded.model(
-            input_ids=input_ids,
-            attention_mask=attention,
-            position_ids=positions,
-            past_key_values=cache,
-            use_cache=True,
-            logits_to_keep=1 if uniform else 0,
-        )
-        if uniform:
-            return out.logits[:, -1].float(), out.past_key_values
-        last = torch.tensor([max(n, 1) - 1 for n in real], device=input_ids.device)
-        rows = torch.arange(len(real), device=input_ids.device)
-        return out.logits[rows, last].float(), out.past_key_values
+        return self.step.run(input_ids, attention, positions, cache, real)
+
+    def _logits(self, rows: list[_Row], states: Any) -> Any:
+        """Next-token logits, masked by each active row's grammar."""
+        import torch
+
+        device = states.device
+        allowed: list[Any] | None = []
+        for row in rows:
+            if row.finish:
+                allowed.append(torch.empty(0, dtype=torch.long, device=device))
+            elif row.constraint is None:
+                allowed = None
+                break
+            else:
+                allowed.append(row.constraint.allowed_ids(device))
+        logits = self.step.logits(states, allowed)
+        if any(row.constraint is not None and not row.finish for row in rows):
+            width = logits.shape[-1]
+            masks = [
+                row.constraint.mask(device)[:width]
+                if row.constraint is not None and not row.finish
+                else torch.ones(width, dtype=torch.bool, device=device)
+                for row in rows
+            ]
+            logits = logits.masked_fill(~torch.stack(masks), float("-inf"))
+        return logits
 
     def _advance_rows(
         self,
         rows: list[_Row],
-        logits: Any,
+        states: Any,
         options: SamplingOptions,
         generator: Any,
         stop_strings: tuple[str, ...],
         started: float,
     ) -> list[list[int]]:
         """Mask, choose and record one token per active row; return each row's next input."""
-        import torch
-
-        if any(row.constraint is not None and not row.finish for row in rows):
-            masks = [
-                row.constraint.mask(logits.device)[: logits.shape[-1]]
-                if row.constraint is not None and not row.finish
-                else torch.ones(logits.shape[-1], dtype=torch.bool, device=logits.device)
-                for row in rows
-            ]
-            logits = logits.masked_fill(~torch.stack(masks), float("-inf"))
-        tokens = choose_tokens(logits, options, generator)
+        tokens = choose_tokens(self._logits(rows, states), options, generator)
         steps: list[list[int]] = []
         for row, token in zip(rows, tokens, strict=True):
             steps.append([] if row.finish else self._take(row, token, options, stop_strings))

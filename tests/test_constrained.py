@@ -127,3 +127,18 @@ def test_grammar_wraps_the_record_in_json_tags(bounded: Schema) -> None:
     assert grammar.dfa.accepts(text.encode())
     assert not grammar.dfa.accepts(text.replace('"n": 7', '"n": 121').encode())
     assert not grammar.dfa.accepts(text.replace(", ", ",").encode())  # json.dumps spacing only
+
+
+def test_selective_lm_head_matches_full_projection(bounded: Schema, tiny: LoadedModel) -> None:
+    from kor_cli.decode import Decoder
+
+    options = SamplingOptions(max_new_tokens=80)
+    extractor = Extractor(bounded, tiny, ExtractOptions(sampling=options))
+    prompt = extractor.prompt_ids(TEXT)
+    factory = extractor.constraints
+    assert factory is not None
+    selective, full = Decoder(tiny), Decoder(tiny, selective_limit=0)
+    a = selective.generate(prompt, options, constraint=factory.new())
+    b = full.generate(prompt, options, constraint=factory.new())
+    assert a.token_ids == b.token_ids
+    assert selective.step.selective_steps > 0 and full.step.selective_steps == 0

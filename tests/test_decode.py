@@ -31,6 +31,9 @@ class ScriptedConstraint:
         allowed[self.ids[self.pos] if self.pos < len(self.ids) else 2] = True
         return allowed
 
+    def allowed_ids(self, device: Any) -> torch.Tensor:
+        return torch.nonzero(self.mask(device)).flatten()
+
     def advance(self, token_id: int) -> None:
         assert token_id == (self.ids[self.pos] if self.pos < len(self.ids) else 2)
         self.pos += 1
