@@ -131,7 +131,6 @@ class GrammarConstraint:
         """How many forced tokens to commit: stop at the first token boundary from which a
         grammar-allowed token could run past the end of the forced text."""
         index = self.matcher.index
-        dfa = index.dfa
         state, offset = self.matcher.state, 0
         for count, token_id in enumerate(ids):
             remaining = len(data) - offset
@@ -139,7 +138,7 @@ class GrammarConstraint:
             if np.any(allowed & (self._lengths > remaining)):
                 return count
             raw = self.forced.token_bytes[token_id] or b""
-            state = dfa.walk(state, raw)
+            state = index.walk_bytes(state, raw)
             offset += len(raw)
         return len(ids)
 
