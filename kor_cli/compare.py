@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
+from rich.text import Text
 
 from kor_cli.console import err_console, warn
 from kor_cli.errors import InputError, UsageError
@@ -357,7 +358,8 @@ def format_metric(stats: dict[str, Any], metric: Metric) -> str:
 def comparison_table(report: dict[str, Any]) -> Table:
     """The report as a rich table: one row per metric, one column per mode."""
     modes = report["modes"]
-    table = Table(title=f"kor-cli compare: {report['schema']}", title_justify="left")
+    title = Text(f"kor-cli compare: {report['schema']}")
+    table = Table(title=title, title_justify="left")
     table.add_column("metric", style="bold")
     for mode in modes:
         table.add_column(mode, justify="right")
