@@ -8,7 +8,7 @@ import typer
 from rich.console import Console
 
 from kor_cli import cli_options as opts
-from kor_cli.console import emit_json, emit_text, run_guarded, warn
+from kor_cli.console import emit_json, emit_text, info, run_guarded, warn
 from kor_cli.errors import EXIT_INVALID, EXIT_OK, InputError
 
 EXIT_CODES = """\
@@ -390,3 +390,66 @@ def compare_cmd(
 def _stdout_console() -> Console:
     """A rich console on stdout, for tables that are a command's result."""
     return Console(highlight=False)
+
+
+TRACE_EXIT_CODES = """\
+Exit codes: 0 decoding finished · 1 it stopped at --max-tokens · 2 usage, schema or input
+error · 4 model failed to load · 130 interrupted."""
+
+
+@app.command("trace", epilog=TRACE_EXIT_CODES)
+def trace_cmd(
+    schema: str = typer.Argument(..., help=SCHEMA_HELP),
+    input_path: str = typer.Argument("-", metavar="[INPUT|-]", help=INPUT_HELP),
+    model: str | None = opts.MODEL,
+    as_json: bool = typer.Option(False, "--json", help="Print the steps as a JSON list."),
+    max_tokens: int = opts.MAX_TOKENS,
+    temperature: float = opts.TEMPERATURE,
+    top_k: int = opts.TOP_K,
+    top_p: float = opts.TOP_P,
+    seed: int | None = opts.SEED,
+    chat: bool | None = opts.CHAT,
+    device: str = opts.DEVICE,
+    dtype: str = opts.DTYPE,
+    template: str | None = opts.TEMPLATE,
+    input_formatter: str = opts.INPUT_FORMATTER,
+    jump: bool = opts.JUMP,
+    allow_refusal: bool = opts.ALLOW_REFUSAL,
+    lenient: bool = opts.LENIENT,
+) -> None:
+    """Show constrained decoding of one text step by step.
+
+    Per sampled token: how many tokens the grammar allowed, the model's probability mass
+    on them (how much of its distribution the schema kept), the chosen token and its
+    probability. Jump-forward chunks get lines of their own. The summary goes to stderr.
+
+    Example: kor-cli trace schemas/person.yaml samples/person.txt -m ./my-model
+    """
+
+    def action() -> int:
+        from kor_cli.models import load_model
+        from kor_cli.schema import load_schema
+        from kor_cli.trace import run_trace, summary, trace_table
+
+        loaded_schema = load_schema(schema)
+        text = _stdin_or(input_path)
+        options = opts.build_extract_options(
+            mode="constrained", max_tokens=max_tokens, temperature=temperature, top_k=top_k,
+            top_p=top_p, seed=seed, chat=chat, template=template,
+            input_formatter=input_formatter, jump=jump, allow_refusal=allow_refusal,
+            lenient=lenient,
+        )
+        loaded_model = load_model(model, device=device, dtype=dtype)
+        steps, decoded, warnings = run_trace(loaded_schema, loaded_model, text, options)
+        for message in warnings:
+            warn(message)
+        if as_json:
+            emit_json([step.to_dict(number) for number, step in enumerate(steps)], indent=2)
+        else:
+            _stdout_console().print(trace_table(steps, decoded))
+        if as_json:
+            info(summary(steps, decoded))
+        info(f"output: {decoded.text}")
+        return EXIT_OK if decoded.finish_reason == "stop" else EXIT_INVALID
+
+    raise typer.Exit(run_guarded(action))

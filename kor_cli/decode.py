@@ -11,6 +11,7 @@ jump independently. Without constraints this is plain prompt-only decoding.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -36,6 +37,11 @@ class Constraint(Protocol):
     @property
     def finished(self) -> bool:
         """True when the grammar has accepted a stop token or cannot continue."""
+
+
+# Sees each sampled token: (row, full logits [V] before any masking, chosen token id).
+# For tracing (it costs a full LM-head projection per step); it must not modify the logits.
+StepObserver = Callable[[int, Any, int], None]
 
 
 @dataclass(frozen=True)
@@ -131,6 +137,7 @@ class Decoder:
         *,
         stop_strings: tuple[str, ...] = (),
         constraints: list[Constraint | None] | None = None,
+        observer: StepObserver | None = None,
     ) -> list[DecodeResult]:
         """Generate for several prompts at once; rows finish independently."""
         import torch
@@ -153,7 +160,9 @@ class Decoder:
         with torch.inference_mode():
             states, cache = self._forward(ids, attention, positions, None, [width] * len(rows))
             while True:
-                steps = self._advance_rows(rows, states, options, generator, stop_strings, started)
+                steps = self._advance_rows(
+                    rows, states, options, generator, stop_strings, started, observer
+                )
                 if all(row.finish for row in rows):
                     break
                 length = max(len(step) for step in steps)
@@ -223,9 +232,15 @@ class Decoder:
         generator: Any,
         stop_strings: tuple[str, ...],
         started: float,
+        observer: StepObserver | None,
     ) -> list[list[int]]:
         """Mask, choose and record one token per active row; return each row's next input."""
         tokens = choose_tokens(self._logits(rows, states), options, generator)
+        if observer is not None:
+            full = self.step.logits(states, None)
+            for index, (row, token) in enumerate(zip(rows, tokens, strict=True)):
+                if not row.finish:
+                    observer(index, full[index], token)
         steps: list[list[int]] = []
         for row, token in zip(rows, tokens, strict=True):
             steps.append([] if row.finish else self._take(row, token, options, stop_strings))
