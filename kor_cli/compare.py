@@ -2,7 +2,8 @@
 
 Modes: `prompt` (Kor's ask-and-parse), `constrained` (masked decoding with jump-forward)
 and `constrained-nojump`. Every mode extracts every record through the same path as
-`kor-cli batch` (planning, chunking, error rows), after one untimed warm-up pass.
+`kor-cli batch` (planning, chunking, error rows); after one untimed warm-up pass the modes
+take turns batch by batch, and each mode's seconds are the wall time of its own batches.
 
 Scoring against a gold field (the value under the root id, or the whole record
 `{root_id: value}`; null means no gold):
@@ -254,7 +255,10 @@ def run_compare(
     device: str = "auto",
     dtype: str = "auto",
 ) -> dict[str, Any]:
-    """Run every mode over the records and return the report (see `kor-cli compare`)."""
+    """Run every mode over the records and return the report (see `kor-cli compare`).
+
+    Modes take turns batch by batch, so load changes on a shared machine hit them alike.
+    """
     from kor_cli.batch import BatchOptions, Planner, model_context, process_batch
     from kor_cli.extract import Extractor
     from kor_cli.models import load_model
@@ -265,33 +269,33 @@ def run_compare(
     schema = load_schema(schema_spec)
     records = load_records(options)
     loaded = load_model(model, device=device, dtype=dtype)
-    root_id = schema.root.id
+    runners: dict[str, tuple[Extractor, Planner]] = {}
+    for mode in options.modes:
+        extractor = Extractor(schema, loaded, mode_options(base, mode))
+        runners[mode] = (extractor, Planner(extractor, model_context(loaded), None))
+    for message in dict.fromkeys(m for e, _ in runners.values() for m in e.warnings):
+        warn(message)
+    _warm_up(runners[options.modes[0]][0], next(r.text for r in records if r.text is not None))
     golds = [_gold(record, options.gold_key) for record in records]
     batching = BatchOptions(inputs=options.inputs, output="", batch_size=options.batch_size)
     stats = {mode: ModeStats(mode) for mode in options.modes}
     input_errors: list[dict[str, Any]] = []
-    warned: set[str] = set()
     with _progress(options.modes, len(records)) as advance:
-        for number, mode in enumerate(options.modes):
-            extractor = Extractor(schema, loaded, mode_options(base, mode))
-            for message in set(extractor.warnings) - warned:
-                warn(message)
-                warned.add(message)
-            planner = Planner(extractor, model_context(loaded), None)
-            if number == 0:
-                _warm_up(extractor, next(r.text for r in records if r.text is not None))
-            for start in range(0, len(records), options.batch_size):
-                batch = records[start : start + options.batch_size]
+        for start in range(0, len(records), options.batch_size):
+            batch = records[start : start + options.batch_size]
+            for mode, (extractor, planner) in runners.items():
                 began = time.perf_counter()
                 rows = process_batch(batch, extractor, planner, batching)
                 stats[mode].seconds += time.perf_counter() - began
                 for row, gold in zip(rows, golds[start : start + len(batch)], strict=True):
-                    stats[mode].add(row, gold, root_id)
-                    if number == 0 and row["finish_reason"] == "input":
-                        input_errors.append(
-                            {"id": row["id"], "line": row["line"], "error": row["errors"][0]}
-                        )
+                    stats[mode].add(row, gold, schema.root.id)
                 advance(mode, len(batch))
+                if mode == options.modes[0]:  # the same in every mode
+                    input_errors += [
+                        {"id": row["id"], "line": row["line"], "error": row["errors"][0]}
+                        for row in rows
+                        if row["finish_reason"] == "input"
+                    ]
     sampling = base.sampling
     return {
         "schema": schema_spec,
@@ -319,7 +323,7 @@ def _gold(record: Record, gold_key: str) -> Any:
 
 
 def _warm_up(extractor: Extractor, text: str) -> None:
-    """One untimed single-token generation, so the first mode pays no first-call costs."""
+    """One untimed single-token generation, so no mode pays the model's first-call costs."""
     from kor_cli.decode import SamplingOptions
 
     extractor.decoder.generate(extractor.prompt_ids(text), SamplingOptions(max_new_tokens=1))
