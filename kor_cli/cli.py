@@ -421,7 +421,8 @@ def trace_cmd(
 
     Per sampled token: how many tokens the grammar allowed, the model's probability mass
     on them (how much of its distribution the schema kept), the chosen token and its
-    probability. Jump-forward chunks get lines of their own. The summary goes to stderr.
+    probability. Jump-forward chunks get lines of their own. The summary is the table's
+    caption (on stderr with --json); the output text goes to stderr.
 
     Example: kor-cli trace schemas/person.yaml samples/person.txt -m ./my-model
     """

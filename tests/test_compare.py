@@ -4,6 +4,8 @@ on the tiny random-weight model (a few records, a few tokens)."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -217,3 +219,16 @@ def test_cli_no_usable_records(tmp_path: Path) -> None:
     assert code == 2 and "no usable records, 2 input errors" in err and out == ""
     code, _, err = invoke("compare", PERSON, str(tmp_path / "missing.jsonl"), "-m", "x")
     assert code == 2 and "no such file" in err
+
+
+def test_help_of_compare_and_trace_does_not_import_torch() -> None:
+    code = (
+        "import sys\n"
+        "from typer.testing import CliRunner\n"
+        "from kor_cli.cli import app\n"
+        "for args in (['compare', '--help'], ['trace', '--help']):\n"
+        "    assert CliRunner().invoke(app, args).exit_code == 0, args\n"
+        "print('torch' in sys.modules, 'transformers' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False False"
