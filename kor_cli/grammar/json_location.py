@@ -2,7 +2,7 @@
 
 A `Location` is the set of schema objects that may apply at one place of an instance
 (closed under `$ref` and the applicators). Its `names` (property names in order of first
-appearance) fix the member order of every object the grammar builds there, whatever
+appearance in `properties`, `required` and object `enum`/`const` values) fix the member order of every object the grammar builds there, whatever
 branch of `anyOf`/`oneOf`/`allOf` produced it; other keys follow, in any order. Because
 every part of a grammar uses the same order at the same place, intersections and
 differences of grammars (`allOf`, `oneOf`, `not`) are exact on the text.
@@ -39,6 +39,10 @@ class Location:
             required = node.get("required")
             if isinstance(required, list):
                 names.update(dict.fromkeys(r for r in required if isinstance(r, str)))
+            values = node.get("enum") if isinstance(node.get("enum"), list) else []
+            for value in values + ([node["const"]] if "const" in node else []):
+                if isinstance(value, dict):
+                    names.update(dict.fromkeys(k for k in value if isinstance(k, str)))
         self.names: tuple[str, ...] = tuple(names)
         self._children: dict[str | None, Location] = {}
         self._item: Location | None = None

@@ -54,7 +54,7 @@ def format_number(value: int | float | Decimal) -> str:
         raise ValueError(f"{value!r} is not a JSON number")
     if value == value.to_integral_value():
         return str(int(value))
-    return format(value.normalize(), "f")
+    return format(value, "f").rstrip("0")  # exact: no rounding to the context precision
 
 
 def dumps(value: Any, whitespace: str = "compact") -> str:
