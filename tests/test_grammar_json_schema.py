@@ -1,0 +1,408 @@
+"""JSON Schema → grammar: valid instances are accepted, everything the grammar produces
+is valid (checked with `jsonschema`), unsupported keywords are named errors."""
+
+from __future__ import annotations
+
+import json
+import random
+import string
+from decimal import Decimal
+from typing import Any
+
+import jsonschema
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from kor_cli.errors import GrammarError
+from kor_cli.grammar.compile import (
+    GrammarOptions,
+    compile_choice,
+    compile_json_schema,
+    serialize,
+)
+from kor_cli.grammar.fsm import ByteDFA
+from kor_cli.grammar.json_location import LocationSpace, reorder
+from kor_cli.grammar.json_refs import Resolver
+
+Pair = tuple[dict[str, Any], st.SearchStrategy[Any]]
+KEYS = ["a", "b", "name", "x y", "é", 'q"uote']
+TEXT = st.text(st.characters(exclude_categories=("Cs",)), max_size=6)
+FORMATS = {
+    "date": st.dates().map(lambda d: d.isoformat()),
+    "uuid": st.uuids().map(str),
+    "ipv4": st.ip_addresses(v=4).map(str),
+    "email": st.from_regex(r"[a-z0-9.+]{1,6}@[a-z]{1,5}\.[a-z]{2,3}", fullmatch=True).filter(
+        lambda s: ".." not in s and not s.startswith(".") and ".@" not in s
+    ),
+}
+PATTERNS = {  # pattern -> strings it matches (search semantics)
+    "^[a-z]+$": st.text(string.ascii_lowercase, min_size=1, max_size=6),
+    "[0-9]{2}": st.from_regex(r"[0-9]{2}", fullmatch=False),
+    '^x|"$': st.from_regex(r'^x|"$', fullmatch=False),
+}
+
+
+def integers() -> st.SearchStrategy[Pair]:
+    @st.composite
+    def build(draw: st.DrawFn) -> Pair:
+        lo, hi = draw(st.none() | st.integers(-300, 300)), draw(st.none() | st.integers(-300, 300))
+        if lo is not None and hi is not None and lo > hi:
+            lo, hi = hi, lo
+        schema: dict[str, Any] = {"type": "integer"}
+        if lo is not None:
+            schema["minimum"] = lo
+        if hi is not None:
+            schema["maximum"] = hi
+        return schema, st.integers(lo, hi)
+
+    return build()
+
+
+def numbers() -> st.SearchStrategy[Pair]:
+    @st.composite
+    def build(draw: st.DrawFn) -> Pair:
+        lo, hi = sorted(draw(st.lists(st.integers(-40, 40), min_size=2, max_size=2)))
+        if lo == hi:
+            hi += 1
+        schema = {"type": "number", "exclusiveMinimum": lo / 4, "maximum": hi / 4}
+        return schema, st.integers(lo * 100 + 1, hi * 100).map(lambda k: k / 400)
+
+    return build()
+
+
+def strings() -> st.SearchStrategy[Pair]:
+    lengths = st.tuples(st.integers(0, 3), st.integers(0, 4)).map(lambda t: (t[0], t[0] + t[1]))
+    by_length = lengths.map(
+        lambda t: ({"type": "string", "minLength": t[0], "maxLength": t[1]}, st.text(
+            st.characters(exclude_categories=("Cs",)), min_size=t[0], max_size=t[1]))
+    )  # fmt: skip
+    by_format = st.sampled_from(sorted(FORMATS)).map(
+        lambda f: ({"type": "string", "format": f}, FORMATS[f])
+    )
+    by_pattern = st.sampled_from(sorted(PATTERNS)).map(
+        lambda p: ({"type": "string", "pattern": p}, PATTERNS[p])
+    )
+    bounded_pattern = st.integers(1, 5).map(
+        lambda n: (
+            {"type": "string", "pattern": "^[a-z]+$", "maxLength": n},
+            st.text(string.ascii_lowercase, min_size=1, max_size=n),
+        )
+    )
+    return st.one_of(by_length, by_format, by_pattern, bounded_pattern)
+
+
+def scalars() -> st.SearchStrategy[Pair]:
+    values = st.lists(
+        st.one_of(st.integers(-5, 5), TEXT, st.booleans(), st.none(), st.just({"k": [1, "v"]})),
+        min_size=1,
+        max_size=4,
+        unique_by=lambda v: json.dumps(v),
+    )
+    enums = values.map(lambda vs: ({"enum": vs}, st.sampled_from(vs)))
+    const = values.map(lambda vs: ({"const": vs[0]}, st.just(vs[0])))
+    simple = st.sampled_from(
+        [({"type": "boolean"}, st.booleans()), ({"type": "null"}, st.none()), ({}, TEXT)]
+    )
+    return st.one_of(integers(), numbers(), strings(), enums, const, simple)
+
+
+def containers(children: st.SearchStrategy[Pair]) -> st.SearchStrategy[Pair]:
+    @st.composite
+    def objects(draw: st.DrawFn) -> Pair:
+        names = draw(st.lists(st.sampled_from(KEYS), min_size=1, max_size=3, unique=True))
+        props = {name: draw(children) for name in names}
+        required = [n for n in names if draw(st.booleans())]
+        schema: dict[str, Any] = {
+            "type": "object",
+            "properties": {n: s for n, (s, _) in props.items()},
+            "required": required,
+        }
+        if draw(st.booleans()):
+            schema["additionalProperties"] = False
+        strategy = st.fixed_dictionaries(
+            {n: props[n][1] for n in required},
+            optional={n: v for n, (_, v) in props.items() if n not in required},
+        )
+        return schema, strategy
+
+    @st.composite
+    def arrays(draw: st.DrawFn) -> Pair:
+        item, values = draw(children)
+        lo = draw(st.integers(0, 2))
+        hi = draw(st.none() | st.integers(lo, 3))
+        schema: dict[str, Any] = {"type": "array", "items": item, "minItems": lo}
+        if hi is not None:
+            schema["maxItems"] = hi
+        return schema, st.lists(values, min_size=lo, max_size=3 if hi is None else hi)
+
+    any_of = st.lists(children, min_size=2, max_size=3).map(
+        lambda ps: ({"anyOf": [s for s, _ in ps]}, st.one_of([v for _, v in ps]))
+    )
+    nullable = children.map(lambda p: ({"anyOf": [p[0], {"type": "null"}]}, p[1] | st.none()))
+    return st.one_of(objects(), arrays(), any_of, nullable)
+
+
+def referenced(pairs: st.SearchStrategy[Pair]) -> st.SearchStrategy[Pair]:
+    """The schema moved under $defs and used through $ref (with a sibling annotation)."""
+    return pairs.map(
+        lambda p: ({"$defs": {"d": p[0]}, "$ref": "#/$defs/d", "description": "x"}, p[1])
+    )
+
+
+SCHEMAS = st.recursive(scalars(), containers, max_leaves=6)
+SCHEMAS = st.one_of(SCHEMAS, referenced(SCHEMAS))
+
+
+def canonical(instance: Any, schema: Any) -> bytes:
+    return serialize(reorder(instance, LocationSpace(Resolver(schema)).at([schema]))).encode()
+
+
+@given(SCHEMAS, st.data())
+@settings(max_examples=80, deadline=None, suppress_health_check=list(HealthCheck))
+def test_valid_instances_are_accepted(pair: Pair, data: st.DataObject) -> None:
+    schema, values = pair
+    dfa = compile_json_schema(schema).dfa
+    for _ in range(3):
+        instance = data.draw(values)
+        jsonschema.validate(instance, schema, format_checker=jsonschema.FormatChecker())
+        assert dfa.accepts(canonical(instance, schema)), (schema, instance)
+
+
+def random_text(dfa: ByteDFA, rng: random.Random, budget: int = 200) -> bytes:
+    """A random accepted text: random live bytes, heading for acceptance when long."""
+    distance = _distances(dfa)
+    state, out = dfa.start, bytearray()
+    while True:
+        row = dfa.transitions[state].tolist()
+        live = [b for b in range(256) if row[b]]
+        if dfa.accepting[state] and (not live or rng.random() < 0.3 or len(out) > budget):
+            return bytes(out)
+        if len(out) > budget:
+            live = [b for b in live if distance[row[b]] < distance[state]]
+        targets = sorted({int(row[b]) for b in live})
+        target = rng.choice(targets)
+        byte = rng.choice([b for b in live if row[b] == target])
+        out.append(byte)
+        state = target
+
+
+def _distances(dfa: ByteDFA) -> list[int]:
+    distance = [0 if a else 10**9 for a in dfa.accepting.tolist()]
+    distance[0] = 10**9
+    changed = True
+    while changed:
+        changed = False
+        for s, row in enumerate(dfa.transitions.tolist()):
+            best = min((distance[t] + 1 for t in set(row) if t), default=10**9)
+            if s and best < distance[s]:
+                distance[s], changed = best, True
+    return distance
+
+
+@given(SCHEMAS, st.randoms(use_true_random=False))
+@settings(max_examples=80, deadline=None, suppress_health_check=list(HealthCheck))
+def test_generated_texts_are_valid(pair: Pair, rng: random.Random) -> None:
+    schema = pair[0]
+    dfa = compile_json_schema(schema).dfa
+    validator = jsonschema.Draft202012Validator(schema, format_checker=jsonschema.FormatChecker())
+    for _ in range(4):
+        text = random_text(dfa, rng).decode("utf-8")
+        instance = json.loads(text, parse_float=Decimal)
+        assert validator.is_valid(instance), (schema, text)
+        if not _duplicate_keys(text):  # free-form objects may repeat a key
+            assert serialize(instance) == text  # otherwise the grammar's text is canonical
+
+
+def _duplicate_keys(text: str) -> bool:
+    found = []
+
+    def hook(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        found.append(len({k for k, _ in pairs}) < len(pairs))
+        return dict(pairs)
+
+    json.loads(text, object_pairs_hook=hook)
+    return any(found)
+
+
+PERSON = {
+    "type": "object",
+    "properties": {
+        "name": {"type": "string"},
+        "age": {"type": "integer", "minimum": 0},
+        "email": {"type": "string", "format": "email"},
+    },
+    "required": ["name", "age"],
+}
+
+
+def accepts(schema: Any, instance: Any, **options: Any) -> bool:
+    grammar = compile_json_schema(schema, GrammarOptions(**options))
+    return grammar.dfa.accepts(serialize(instance, GrammarOptions(**options)).encode())
+
+
+def test_objects_are_closed_and_ordered() -> None:
+    assert accepts(PERSON, {"name": "Ann", "age": 3})
+    assert accepts(PERSON, {"name": "Ann", "age": 3, "email": "a@b.co"})
+    assert not accepts(PERSON, {"age": 3, "name": "Ann"})  # schema order only
+    assert not accepts(PERSON, {"name": "Ann", "age": 3, "extra": 1})  # closed by default
+    assert not accepts(PERSON, {"name": "Ann"})
+    assert not accepts(PERSON, {"name": "Ann", "age": -1})
+    assert accepts(PERSON, {"name": "Ann", "age": 3}, whitespace="spaced")
+    spaced = compile_json_schema(PERSON, GrammarOptions(whitespace="spaced")).dfa
+    assert spaced.accepts(b'{"name": "Ann", "age": 3}')
+    assert not spaced.accepts(b'{"name":"Ann","age":3}')
+    open_schema = {**PERSON, "additionalProperties": {"type": "integer"}}
+    assert accepts(open_schema, {"name": "Ann", "age": 3, "extra": 1})
+    assert not accepts(open_schema, {"name": "Ann", "age": 3, "extra": "x"})
+    assert accepts({"type": "object"}, {"z": [1, {"y": None}], "a": "b"})
+
+
+def test_strings_are_canonical_json() -> None:
+    assert accepts({"type": "string"}, 'q"\\\n\x01é😀')
+    dfa = compile_json_schema({"type": "string"}).dfa
+    assert not dfa.accepts(b'"\\u00e9"') and not dfa.accepts(b'"\n"') and not dfa.accepts(b'"\\/"')
+    assert serialize(1.0) == "1" and serialize(1e-7) == "0.0000001" and serialize(-0.0) == "0"
+    assert serialize({"a": [True, None, 2.5]}, GrammarOptions(whitespace="spaced")) == (
+        '{"a": [true, null, 2.5]}'
+    )
+
+
+def test_lengths_count_escapes_as_one_character() -> None:
+    schema = {"type": "string", "minLength": 2, "maxLength": 2}
+    assert accepts(schema, '\n"') and accepts(schema, "😀é")
+    assert not accepts(schema, "abc") and not accepts(schema, "a")
+
+
+def test_pattern_matches_the_decoded_string() -> None:
+    schema = {"type": "string", "pattern": '^a"b\\n?$', "maxLength": 3}
+    assert accepts(schema, 'a"b') and not accepts(schema, 'a"b\n')  # 4 characters
+    assert accepts({"type": "string", "pattern": "b"}, "abc")  # search, not fullmatch
+    assert not accepts({"type": "string", "pattern": "^b"}, "abc")
+
+
+def test_formats() -> None:
+    date = {"type": "string", "format": "date"}
+    assert accepts(date, "2024-02-29") and not accepts(date, "2023-02-29")
+    assert not accepts(date, "2023-04-31") and accepts(date, "2000-02-29")
+    assert not accepts(date, "1900-02-29")
+    assert accepts({"format": "uuid", "type": "string"}, "123e4567-e89b-12d3-a456-426614174000")
+    with pytest.raises(GrammarError, match="format") as error:
+        compile_json_schema({"properties": {"d": {"format": "duration"}}})
+    assert error.value.keyword == "format" and error.value.pointer == "/properties/d"
+
+
+def test_numbers_and_enums() -> None:
+    schema = {"type": "number", "minimum": 0, "exclusiveMaximum": 1.5}
+    assert accepts(schema, 0) and accepts(schema, 1.49) and not accepts(schema, 1.5)
+    assert not accepts(schema, -0.1)
+    assert accepts({"type": "integer", "multipleOf": 3}, -9)
+    assert not accepts({"type": "integer", "multipleOf": 3}, 10)
+    assert accepts({"type": "integer"}, 2.0)  # canonical text of 2.0 is 2
+    enum = {"enum": [{"b": 1, "a": 2}, 1, "x"], "type": ["object", "string"]}
+    assert accepts(enum, {"b": 1, "a": 2}) and accepts(enum, "x") and not accepts(enum, 1)
+    assert not accepts(enum, {"a": 2, "b": 1})  # members in the order the schema gives
+
+
+def test_one_of_is_exclusive() -> None:
+    schema = {"oneOf": [{"type": "integer"}, {"minimum": 2}]}
+    assert accepts(schema, 1) and accepts(schema, 2.5) and not accepts(schema, 3)
+    assert not accepts(schema, 1.5)
+    negated = {"type": "integer", "not": {"enum": [1, 2]}}
+    assert accepts(negated, 3) and not accepts(negated, 2)
+    conditional = {"if": {"minimum": 10}, "then": {"multipleOf": 2}, "else": {"maximum": 0}}
+    assert accepts(conditional, 12) and not accepts(conditional, 11)
+    assert accepts(conditional, -3) and not accepts(conditional, 3)
+
+
+def test_all_of_merges_objects() -> None:
+    schema = {
+        "allOf": [
+            {"properties": {"a": {"type": "integer"}}, "required": ["a"]},
+            {"properties": {"b": {"type": "string"}, "a": {"minimum": 5}}},
+        ]
+    }
+    assert accepts(schema, {"a": 5, "b": "x"}) and accepts(schema, {"a": 6})
+    assert not accepts(schema, {"a": 4}) and not accepts(schema, {"b": "x"})
+
+
+def test_recursion_is_unrolled() -> None:
+    tree = {
+        "type": "object",
+        "properties": {"v": {"type": "integer"}, "kids": {"type": "array", "items": {"$ref": "#"}}},
+        "required": ["v"],
+    }
+    deep = {"v": 1, "kids": [{"v": 2, "kids": [{"v": 3, "kids": [{"v": 4}]}]}]}
+    assert accepts(tree, deep)
+    assert not accepts(tree, {"v": 0, "kids": [deep]}, max_recursion_depth=3)
+    assert accepts(tree, {"v": 0, "kids": [deep]}, max_recursion_depth=4)
+    endless = {"type": "object", "properties": {"next": {"$ref": "#"}}, "required": ["next"]}
+    with pytest.raises(GrammarError, match="max_recursion_depth") as error:
+        compile_json_schema(endless)
+    assert error.value.keyword == "$ref"
+
+
+def test_any_value_depth() -> None:
+    assert accepts({}, [[["x"]]]) and not accepts({}, [[[["x"]]]])
+    assert accepts({}, [[[["x"]]]], max_any_depth=4)
+
+
+@pytest.mark.parametrize(
+    ("schema", "keyword", "pointer"),
+    [
+        (
+            {"properties": {"t": {"type": "array", "uniqueItems": True}}},
+            "uniqueItems",
+            "/properties/t",
+        ),
+        ({"items": {"contains": {"type": "integer"}}}, "contains", "/items"),
+        ({"patternProperties": {"^x": {}}}, "patternProperties", ""),
+        (
+            {"anyOf": [{"type": "object", "dependentSchemas": {"a": {}}}]},
+            "dependentSchemas",
+            "/anyOf/0",
+        ),
+        ({"$defs": {"a": {"minLenght": 3}}, "$ref": "#/$defs/a"}, "minLenght", "/$defs/a"),
+        ({"$ref": "https://example.com/other.json"}, "$ref", ""),
+        ({"type": "string", "pattern": "(?=x)"}, "pattern", ""),
+    ],
+)
+def test_errors_name_keyword_and_pointer(schema: Any, keyword: str, pointer: str) -> None:
+    with pytest.raises(GrammarError) as error:
+        compile_json_schema(schema)
+    assert error.value.keyword == keyword and error.value.pointer == pointer
+    assert keyword in str(error.value)
+
+
+def test_keywords_for_other_types_are_harmless() -> None:
+    assert accepts({"type": "string", "uniqueItems": True, "minimum": 3}, "x")
+    assert accepts({"minimum": 5}, "any string") and not accepts({"minimum": 5}, 4)
+
+
+def test_lenient_drops_with_warning() -> None:
+    schema = {"type": "object", "properties": {"t": {"type": "array", "uniqueItems": True}}}
+    grammar = compile_json_schema(schema, GrammarOptions(lenient=True))
+    assert grammar.warnings and "uniqueItems" in grammar.warnings[0]
+    assert "/properties/t" in grammar.warnings[0]
+    assert grammar.dfa.accepts(b'{"t":[1,1]}')
+
+
+def test_empty_grammars_are_errors() -> None:
+    for schema in (
+        False,
+        {"not": {}},
+        {"enum": []},
+        {"type": "integer", "minimum": 3, "maximum": 2},
+    ):
+        with pytest.raises(GrammarError):
+            compile_json_schema(schema)
+
+
+def test_cache_and_keys() -> None:
+    a = compile_json_schema(PERSON)
+    assert compile_json_schema(json.loads(json.dumps(PERSON))) is a
+    assert a.kind == "json-schema" and len(a.key) == 64
+    same = {**PERSON, "title": "Person", "description": "annotations change nothing"}
+    assert compile_json_schema(same).key == a.key
+    choice = compile_choice(["yes", "no", "n/a"])
+    assert choice.kind == "choice" and choice.dfa.accepts(b"n/a") and not choice.dfa.accepts(b"y")
