@@ -2,8 +2,9 @@
 
 A `Location` is the set of schema objects that may apply at one place of an instance
 (closed under `$ref` and the applicators). Its `names` (property names in order of first
-appearance in `properties`, `required` and object `enum`/`const` values) fix the member order of every object the grammar builds there, whatever
-branch of `anyOf`/`oneOf`/`allOf` produced it; other keys follow, in any order. Because
+appearance in `properties`, `required` and object `enum`/`const` values) fix the member
+order of every object the grammar builds there, whatever branch of `anyOf`/`oneOf`/`allOf`
+produced it; other keys follow, in any order. Because
 every part of a grammar uses the same order at the same place, intersections and
 differences of grammars (`allOf`, `oneOf`, `not`) are exact on the text.
 
