@@ -158,7 +158,13 @@ def compile_ast(node: Node, max_states: int = DEFAULT_MAX_STATES) -> ByteDFA:
     """The minimal byte DFA of `node` (an empty DFA for the empty language)."""
     if isinstance(node, Automaton):
         return node.dfa
-    node = _lower(node, max_states)
+    return _build(_lower(node, max_states), max_states)
+
+
+def _build(node: Node, max_states: int) -> ByteDFA:
+    """NFA → DFA → minimal DFA of a node without `Product`s."""
+    if isinstance(node, Automaton):
+        return node.dfa
     if is_nothing(node):
         return empty_dfa()
     class_of, class_masks = byte_classes(leaf_masks(node))
@@ -183,13 +189,13 @@ def _lower(root: Node, max_states: int) -> Node:
         if done is not None:
             return done
         if isinstance(node, Product):
-            left = compile_ast(node.left, max_states)
-            right = compile_ast(node.right, max_states)
+            left = _build(visit(node.left), max_states)
+            right = _build(visit(node.right), max_states)
             out = _automaton(product(left, right, node.op, max_states))
         elif counts.get(id(node), 0) > 1 and sizes[id(node)] >= _SHARED_SIZE:
             dfa = _SHARED.get(node)
             if dfa is None:
-                dfa = _SHARED[node] = compile_ast(node, max_states)
+                dfa = _SHARED[node] = _build(_rebuild(node, visit), max_states)
             out = _automaton(dfa)
         else:
             out = _rebuild(node, visit)
@@ -216,12 +222,18 @@ def _census(root: Node) -> tuple[dict[int, int], dict[int, int]]:
             stack.pop()
             sizes[id(node)] = _size(node, sizes)
             continue
-        copies = 2 if isinstance(node, Repeat) and node.max != 1 else 1  # built repeatedly
-        counts[id(child)] = counts.get(id(child), 0) + copies
+        counts[id(child)] = counts.get(id(child), 0) + _copies(node)
         if id(child) not in seen:
             seen.add(id(child))
             stack.append((child, iter(_children(child))))
     return counts, sizes
+
+
+def _copies(node: Node) -> int:
+    """How many times the NFA builds each child of `node`."""
+    if isinstance(node, Repeat):
+        return node.max if node.max is not None else node.min + 1
+    return 1
 
 
 def _children(node: Node) -> tuple[Node, ...]:
@@ -239,9 +251,8 @@ def _size(node: Node, sizes: dict[int, int]) -> int:
     if isinstance(node, Automaton):
         return node.dfa.num_states
     if isinstance(node, Repeat):
-        copies = node.max if node.max is not None else node.min + 1
         sep = 0 if node.sep is None else sizes.get(id(node.sep), 1)
-        return 1 + copies * (sizes.get(id(node.item), 1) + sep)
+        return 1 + _copies(node) * (sizes.get(id(node.item), 1) + sep)
     return 1 + sum(sizes.get(id(child), 1) for child in _children(node))
 
 

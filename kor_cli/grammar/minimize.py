@@ -78,6 +78,10 @@ def _split(
     subset: frozenset[int], edges: Sequence[Sequence[tuple[int, int]]], full: int
 ) -> list[tuple[int, tuple[int, ...]]]:
     """Partition the classes by the set of NFA targets they lead to from `subset`."""
+    if len(subset) == 1:
+        (only,) = subset
+        if _disjoint(edges[only]):
+            return [(mask, (target,)) for mask, target in edges[only]]
     parts: list[tuple[int, tuple[int, ...]]] = [(full, ())]
     for s in subset:
         for mask, target in edges[s]:
@@ -92,6 +96,15 @@ def _split(
                     nxt.append((part ^ inside, targets))
             parts = nxt
     return [(part, targets) for part, targets in parts if targets]
+
+
+def _disjoint(pairs: Sequence[tuple[int, int]]) -> bool:
+    seen = 0
+    for mask, _ in pairs:
+        if seen & mask:
+            return False
+        seen |= mask
+    return True
 
 
 def _fill(num_states: int, num_classes: int, triples: list[tuple[int, int, int]]) -> np.ndarray:
@@ -212,24 +225,30 @@ def _split_block(
 def _canonical(
     table: np.ndarray, accepting: np.ndarray, start: int, block_of: list[int]
 ) -> tuple[np.ndarray, np.ndarray, int]:
+    """Quotient table numbered in BFS order from the start (classes scanned in order)."""
     blocks = np.asarray(block_of, dtype=np.int64)
     nblocks = int(blocks.max()) + 1
     rep = np.zeros(nblocks, dtype=np.int64)
     rep[blocks[blocks >= 0]] = np.flatnonzero(blocks >= 0)
     btable = blocks[table[rep]]  # block ids, -1 for dead
-    order = [int(blocks[start])]
-    new_id = {order[0]: 1}
-    rows = btable.tolist()
-    for b in order:
-        for t in rows[b]:
-            if t >= 0 and t not in new_id:
-                new_id[t] = len(order) + 1
-                order.append(t)
-    remap = np.zeros(nblocks + 1, dtype=np.int32)  # index by block + 1
-    for b, k in new_id.items():
-        remap[b + 1] = k
-    out = np.zeros((len(order) + 1, table.shape[1]), dtype=np.int32)
-    out[1:] = remap[btable[order] + 1]
-    acc = np.zeros(len(order) + 1, dtype=bool)
-    acc[1:] = accepting[rep[order]]
+    new_id = np.zeros(nblocks + 1, dtype=np.int32)  # index by block + 1; 0: not yet numbered
+    frontier = np.array([blocks[start]])
+    new_id[frontier + 1] = 1
+    order = [frontier]
+    count = 1
+    while True:  # one BFS level at a time: first occurrences in row-major order
+        found = btable[frontier].ravel()
+        found = found[(found >= 0) & (new_id[found + 1] == 0)]
+        if not len(found):
+            break
+        unique, first = np.unique(found, return_index=True)
+        frontier = unique[np.argsort(first)]
+        new_id[frontier + 1] = np.arange(count + 1, count + 1 + len(frontier))
+        count += len(frontier)
+        order.append(frontier)
+    reached = np.concatenate(order)
+    out = np.zeros((count + 1, table.shape[1]), dtype=np.int32)
+    out[1:] = new_id[btable[reached] + 1]
+    acc = np.zeros(count + 1, dtype=bool)
+    acc[1:] = accepting[rep[reached]]
     return out, acc, 1

@@ -68,10 +68,9 @@ def byte_classes(masks: Iterable[int]) -> tuple[np.ndarray, list[int]]:
                 nxt.append(cls)
         classes = nxt
     classes.sort(key=lambda c: (c & -c).bit_length())
-    class_of = np.zeros(256, dtype=np.int64)
-    for k, cls in enumerate(classes):
-        class_of[[b for b in range(256) if cls >> b & 1]] = k
-    return class_of, classes
+    raw = np.frombuffer(b"".join(c.to_bytes(32, "little") for c in classes), dtype=np.uint8)
+    bits = np.unpackbits(raw.reshape(len(classes), 32), axis=1, bitorder="little")
+    return bits.argmax(axis=0).astype(np.int64), classes
 
 
 class NFA:
