@@ -326,6 +326,18 @@ def test_all_of_merges_objects() -> None:
     assert not accepts(schema, {"a": 4}) and not accepts(schema, {"b": "x"})
 
 
+def test_dependencies() -> None:
+    schema = {
+        "type": "object",
+        "properties": {"card": {"type": "string"}, "cvv": {"type": "string"}, "n": {}},
+        "dependentRequired": {"card": ["cvv"]},
+        "dependentSchemas": {"n": {"properties": {"cvv": {"maxLength": 3}}}},
+    }
+    assert accepts(schema, {"card": "1", "cvv": "123"}) and accepts(schema, {"cvv": "1234"})
+    assert not accepts(schema, {"card": "1"}) and not accepts(schema, {"cvv": "1234", "n": 1})
+    assert accepts(schema, {"cvv": "123", "n": 1})
+
+
 def test_recursion_is_unrolled() -> None:
     tree = {
         "type": "object",
@@ -358,9 +370,9 @@ def test_any_value_depth() -> None:
         ({"items": {"contains": {"type": "integer"}}}, "contains", "/items"),
         ({"patternProperties": {"^x": {}}}, "patternProperties", ""),
         (
-            {"anyOf": [{"type": "object", "dependentSchemas": {"a": {}}}]},
-            "dependentSchemas",
-            "/anyOf/0",
+            {"anyOf": [{"type": "string"}, {"type": "array", "uniqueItems": True}]},
+            "uniqueItems",
+            "/anyOf/1",
         ),
         ({"$defs": {"a": {"minLenght": 3}}, "$ref": "#/$defs/a"}, "minLenght", "/$defs/a"),
         ({"$ref": "https://example.com/other.json"}, "$ref", ""),

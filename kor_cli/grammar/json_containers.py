@@ -136,11 +136,11 @@ def obj(c: SchemaCompiler, facts: Facts, loc: Location, pos: bool) -> Node:
     """Objects satisfying the conjunction's object keywords."""
     objs = facts.objects + (_unevaluated_props(facts) if pos else [])
     counted = pos and (facts.min_props or facts.max_props is not None)
-    if not (objs or facts.property_names or facts.dependent or counted):
+    if not (objs or facts.property_names or counted):
         return any_object(c, loc, c.max_any_depth - 1) if pos else c.loose_object()
     shape = _Shape(objs, facts, pos)
     names_node = [c.conj([p], c.space.at([]), pos) for p in facts.property_names]
-    required = shape.required(c)
+    required = shape.required()
     if required is None:
         return NOTHING
     slots: list[tuple[Node, bool]] = []
@@ -196,22 +196,13 @@ class _Shape:
         self.declared = list(dict.fromkeys(n for o in objs for n in o.props))
         self.closers = [o for o in objs if o.additional is False]
         self.extra = [o.additional for o in objs if isinstance(o.additional, Part)]
-        closed = pos and not self.extra and any(o.props or o.required for o in objs)
+        declared = any((o.props or o.required) and o.declares for o in objs)
+        closed = pos and not self.extra and declared
         self.open = not self.closers and not closed
 
-    def required(self, c: SchemaCompiler) -> list[str] | None:
-        """Required names (dependentRequired of required names folded in), None if impossible."""
+    def required(self) -> list[str] | None:
+        """The required names, or None if one of them cannot be present."""
         required = list(dict.fromkeys(n for o in self.objs for n in o.required))
-        changed = True
-        while changed:
-            changed = False
-            for trigger, names, _ in self.facts.dependent:
-                if trigger in required and not set(names) <= set(required):
-                    required += [n for n in names if n not in required]
-                    changed = True
-        for trigger, names, pointer in self.facts.dependent if self.pos else ():
-            if self.possible(trigger) and not set(names) <= set(required):
-                c.fail("dependentRequired", pointer, "'dependentRequired' cannot be enforced")
         if any(not self.possible(n) for n in required):
             return None
         return required

@@ -36,7 +36,6 @@ _OBJECT_KEYS = ("properties", "required", "additionalProperties")
 _UNSUPPORTED = {
     "contains": ({"array"}, "'contains' cannot be enforced"),
     "patternProperties": ({"object"}, "'patternProperties' cannot be enforced"),
-    "dependentSchemas": ({"object"}, "'dependentSchemas' cannot be enforced"),
     "$dynamicRef": (TYPES, "'$dynamicRef' is not supported"),
     "$recursiveRef": (TYPES, "'$recursiveRef' is not supported (draft 2019-09)"),
     "dependencies": ({"object"}, "'dependencies' is draft-07; use dependentRequired"),
@@ -56,6 +55,7 @@ class Part:
     skip: frozenset[str] = frozenset()
     ref: bool = False  # reached through $ref (counts towards recursion depth)
     parent: int = 0  # id of the schema whose in-place applicator brought this part in
+    synthetic: bool = False  # made up by the compiler: never closes an object by default
 
     def at(self, *tokens: str | int) -> str:
         return self.pointer + "".join("/" + escape_pointer(str(t)) for t in tokens)
@@ -76,6 +76,7 @@ class ObjectPart:
     props: dict[str, Part]
     required: list[str]
     additional: Part | bool | None
+    declares: bool = True  # its names close the object by default (see json_containers)
 
 
 @dataclass
@@ -103,7 +104,6 @@ class Facts:
     max_props: int | None = None
     property_names: list[Part] = field(default_factory=list)
     unevaluated_props: list[tuple[int, Part | bool]] = field(default_factory=list)
-    dependent: list[tuple[str, list[str], str]] = field(default_factory=list)
     refusals: list[tuple[frozenset[str], str, str, str]] = field(default_factory=list)
     pending: list[tuple[str, int, Any]] = field(default_factory=list)
     refs: list[int] = field(default_factory=list)
@@ -245,6 +245,7 @@ def _object_part(part: Part) -> ObjectPart:
         {name: Part(sub, part.at("properties", name)) for name, sub in props.items()},
         list(dict.fromkeys(required)),
         additional,
+        declares=not part.synthetic,
     )
 
 
@@ -314,14 +315,29 @@ def _names(c: Collector, facts: Facts, part: Part, value: Any, q: list[Part], i:
     facts.property_names.append(Part(value, part.at("propertyNames")))
 
 
-def _dependent(c: Collector, facts: Facts, part: Part, value: Any, q: list[Part], i: int) -> None:
-    message = "'dependentRequired' must map names to arrays of names"
-    if not isinstance(value, dict):
-        raise GrammarError(message, "dependentRequired", part.pointer)
-    for trigger, names in value.items():
-        if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
-            raise GrammarError(message, "dependentRequired", part.pointer)
-        facts.dependent.append((trigger, names, part.pointer))
+def _dependent(keyword: str):  # type: ignore[no-untyped-def]
+    """dependentRequired/dependentSchemas: per trigger, the cases "absent" and "present"."""
+
+    def handler(c: Collector, facts: Facts, part: Part, value: Any, q: list[Part], i: int) -> None:
+        if not isinstance(value, dict):
+            raise GrammarError(f"'{keyword}' must be an object", keyword, part.pointer)
+        for trigger, then in value.items():
+            tag = f"{keyword}:{trigger}"
+            if tag in part.skip:
+                continue
+            where = part.at(keyword, trigger)
+            if keyword == "dependentRequired":
+                if not isinstance(then, list) or not all(isinstance(n, str) for n in then):
+                    raise GrammarError("names must be an array of strings", keyword, where)
+                then = {"required": then}
+            absent = [Part({"properties": {trigger: False}}, where, synthetic=True)]
+            present = [
+                Part({"required": [trigger]}, where, synthetic=True),
+                Part(then, where, parent=id(part.schema), synthetic=keyword == "dependentRequired"),
+            ]
+            facts.pending.append(("cases", i, (tag, [absent, present])))
+
+    return handler
 
 
 def _unevaluated(attr: str, keyword: str):  # type: ignore[no-untyped-def]
@@ -370,7 +386,8 @@ _HANDLERS = {
     "format": _format,
     "uniqueItems": _unique,
     "propertyNames": _names,
-    "dependentRequired": _dependent,
+    "dependentRequired": _dependent("dependentRequired"),
+    "dependentSchemas": _dependent("dependentSchemas"),
     "unevaluatedItems": _unevaluated("unevaluated_items", "unevaluatedItems"),
     "unevaluatedProperties": _unevaluated("unevaluated_props", "unevaluatedProperties"),
     "$ref": Collector.ref,

@@ -40,6 +40,11 @@ class Location:
             required = node.get("required")
             if isinstance(required, list):
                 names.update(dict.fromkeys(r for r in required if isinstance(r, str)))
+            for key in ("dependentRequired", "dependentSchemas"):
+                for trigger, then in (node.get(key) or {}).items():
+                    names[trigger] = None
+                    if key == "dependentRequired" and isinstance(then, list):
+                        names.update(dict.fromkeys(n for n in then if isinstance(n, str)))
             values = node.get("enum") if isinstance(node.get("enum"), list) else []
             for value in values + ([node["const"]] if "const" in node else []):
                 if isinstance(value, dict):

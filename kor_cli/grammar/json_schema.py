@@ -182,7 +182,8 @@ class SchemaCompiler:
         kind, index, value = facts.pending[0]
         base = list(facts.parts)
         holder = base[index]
-        base[index] = replace(holder, skip=holder.skip | {kind})
+        tag, cases = value if kind == "cases" else (kind, [])
+        base[index] = replace(holder, skip=holder.skip | {tag})
         owner = id(holder.schema)
 
         def sub(schema: Any, *where: str | int) -> Part:
@@ -191,6 +192,8 @@ class SchemaCompiler:
         def branch(*extra: Part) -> Node:
             return self.conj(base + list(extra), loc, pos)
 
+        if kind == "cases":  # exclusive cases (e.g. a dependency's trigger absent / present)
+            return alt(*(branch(*parts) for parts in cases))
         if not pos:  # over-approximate: subtract only what certainly fails
             if kind == "not":
                 return difference(branch(), self.under(Part(value, holder.at("not")), loc))
