@@ -338,6 +338,14 @@ def test_dependencies() -> None:
     assert accepts(schema, {"cvv": "123", "n": 1})
 
 
+def test_contains_counts_matching_items() -> None:
+    schema = {"type": "array", "items": {"type": "integer"}, "contains": {"minimum": 5}}
+    assert accepts(schema, [1, 7]) and accepts(schema, [9]) and not accepts(schema, [1, 2])
+    bounded = {**schema, "minContains": 2, "maxContains": 3, "maxItems": 4}
+    assert accepts(bounded, [5, 1, 6]) and not accepts(bounded, [5, 1])
+    assert not accepts(bounded, [5, 6, 7, 8]) and not accepts(bounded, [5, 6, 1, 1, 1])
+
+
 def test_recursion_is_unrolled() -> None:
     tree = {
         "type": "object",
@@ -367,7 +375,11 @@ def test_any_value_depth() -> None:
             "uniqueItems",
             "/properties/t",
         ),
-        ({"items": {"contains": {"type": "integer"}}}, "contains", "/items"),
+        (
+            {"items": {"prefixItems": [{}], "contains": {"type": "integer"}}},
+            "contains",
+            "/items",
+        ),
         ({"patternProperties": {"^x": {}}}, "patternProperties", ""),
         (
             {"anyOf": [{"type": "string"}, {"type": "array", "uniqueItems": True}]},

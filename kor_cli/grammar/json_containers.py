@@ -80,7 +80,39 @@ def array(c: SchemaCompiler, facts: Facts, loc: Location, pos: bool) -> Node:
     else:
         tail = c.member(tail_parts, item_loc, pos)
     elements = [c.member(_at(parts, j), item_loc, pos) for j in range(width)]
-    return seq(OPEN_BRACKET, _sequence(c, elements, tail, lo, hi), CLOSE_BRACKET)
+    node = seq(OPEN_BRACKET, _sequence(c, elements, tail, lo, hi), CLOSE_BRACKET)
+    if pos and facts.contains:
+        return _containing(c, facts, node, tail_parts, item_loc)
+    return node
+
+
+def _containing(
+    c: SchemaCompiler, facts: Facts, node: Node, items: list[Part], loc: Location
+) -> Node:
+    """`node` ∩ arrays with minContains..maxContains items matching `contains`.
+
+    Items are sorted into Y (valid and matching) and X (valid and certainly not matching);
+    an item that may or may not match is in neither, which only ever rejects.
+    """
+    (part, least, most, pointer), *more = facts.contains
+    if more or any(a.prefix for a in facts.arrays):
+        c.fail("contains", pointer, "only one 'contains' without prefixItems is supported")
+        return node
+    if least == 0 and most is None:
+        return node
+    matching = c.conj([*items, part], loc, True)
+    other = c.minus(c.member(items, loc, True), part, loc)
+    sep_other = repeat(seq(c.item_sep, other), 0, None)
+
+    def rest(lo: int, hi: int | None) -> Node:  # after the first item: lo..hi more matches
+        return seq(sep_other, repeat(seq(c.item_sep, matching, sep_other), max(lo, 0), hi))
+
+    first_other = seq(other, rest(least, most))
+    first_match = seq(matching, rest(least - 1, None if most is None else most - 1))
+    content = alt(
+        first_other, first_match if most != 0 else NOTHING, EMPTY if least == 0 else NOTHING
+    )
+    return intersect(node, seq(OPEN_BRACKET, content, CLOSE_BRACKET))
 
 
 def _unevaluated_items(facts: Facts) -> list[ArrayPart]:

@@ -34,7 +34,6 @@ ANNOTATIONS = frozenset({
 _ARRAY_KEYS = ("prefixItems", "items")
 _OBJECT_KEYS = ("properties", "required", "additionalProperties")
 _UNSUPPORTED = {
-    "contains": ({"array"}, "'contains' cannot be enforced"),
     "patternProperties": ({"object"}, "'patternProperties' cannot be enforced"),
     "$dynamicRef": (TYPES, "'$dynamicRef' is not supported"),
     "$recursiveRef": (TYPES, "'$recursiveRef' is not supported (draft 2019-09)"),
@@ -98,6 +97,7 @@ class Facts:
     min_items: int = 0
     max_items: int | None = None
     unique: list[str] = field(default_factory=list)
+    contains: list[tuple[Part, int, int | None, str]] = field(default_factory=list)
     unevaluated_items: list[tuple[int, Part | bool]] = field(default_factory=list)
     objects: list[ObjectPart] = field(default_factory=list)
     min_props: int = 0
@@ -125,7 +125,8 @@ class Facts:
         return bool(
             self.lower or self.upper or self.multiples or self.min_length
             or self.max_length is not None or self.patterns or self.formats or self.arrays
-            or self.min_items or self.max_items is not None or self.objects or self.min_props
+            or self.min_items or self.max_items is not None or self.contains
+            or self.objects or self.min_props
             or self.max_props is not None or self.property_names or self.unevaluated_items
             or self.unevaluated_props
         )  # fmt: skip
@@ -311,6 +312,14 @@ def _unique(c: Collector, facts: Facts, part: Part, value: Any, q: list[Part], i
         facts.unique.append(part.pointer)
 
 
+def _contains(c: Collector, facts: Facts, part: Part, value: Any, q: list[Part], i: int) -> None:
+    schema = part.schema
+    least = _count(schema.get("minContains", 1), "minContains", part.pointer)
+    most = schema.get("maxContains")
+    most = None if most is None else _count(most, "maxContains", part.pointer)
+    facts.contains.append((Part(value, part.at("contains")), least, most, part.pointer))
+
+
 def _names(c: Collector, facts: Facts, part: Part, value: Any, q: list[Part], i: int) -> None:
     facts.property_names.append(Part(value, part.at("propertyNames")))
 
@@ -386,6 +395,7 @@ _HANDLERS = {
     "format": _format,
     "uniqueItems": _unique,
     "propertyNames": _names,
+    "contains": _contains,
     "dependentRequired": _dependent("dependentRequired"),
     "dependentSchemas": _dependent("dependentSchemas"),
     "unevaluatedItems": _unevaluated("unevaluated_items", "unevaluatedItems"),

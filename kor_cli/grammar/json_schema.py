@@ -206,15 +206,10 @@ class SchemaCompiler:
             unders = [self.under(p, loc) for p in options]
             return alt(*(difference(branch(p), _others(unders, k)) for k, p in enumerate(options)))
         if kind == "not":
-            keep, depth = self.settle(branch())
-            with self._subtracting(depth):
-                return difference(keep, self.conj([Part(value, holder.at("not"))], loc, False))
+            return self.minus(branch(), Part(value, holder.at("not")), loc)
         if kind == "if":
             cond, then, other = _conditional(holder, sub)
-            keep, depth = self.settle(branch(*other))
-            with self._subtracting(depth):
-                failed = difference(keep, self.conj([cond], loc, False))
-            return alt(branch(cond, *then), failed)
+            return alt(branch(cond, *then), self.minus(branch(*other), cond, loc))
         options = [sub(s, kind, k) for k, s in enumerate(value)]
         if kind == "anyOf":
             return alt(*(branch(p) for p in options))
@@ -222,6 +217,12 @@ class SchemaCompiler:
         with self._subtracting(max(depth for _, depth in kept)):
             negs = [self.conj([p], loc, False) for p in options]
         return alt(*(difference(node, _others(negs, k)) for k, (node, _) in enumerate(kept)))
+
+    def minus(self, keep: Node, part: Part, loc: Location) -> Node:
+        """The texts of `keep` (positive) whose value certainly fails `part`."""
+        keep, depth = self.settle(keep)
+        with self._subtracting(depth):
+            return difference(keep, self.conj([part], loc, False))
 
     def settle(self, node: Node) -> tuple[Node, int]:
         """`node` compiled to a DFA now, and how deep its JSON texts nest."""
