@@ -346,6 +346,20 @@ def test_contains_counts_matching_items() -> None:
     assert not accepts(bounded, [5, 6, 7, 8]) and not accepts(bounded, [5, 6, 1, 1, 1])
 
 
+def test_pattern_properties() -> None:
+    schema = {
+        "type": "object",
+        "properties": {"id": {"type": "integer"}},
+        "patternProperties": {"^x-": {"type": "string"}, "n$": {"type": "integer"}},
+    }
+    assert accepts(schema, {"id": 1, "x-a": "b"}) and accepts(schema, {"x-a": "s", "zn": 2})
+    assert not accepts(schema, {"x-a": 1}) and not accepts(schema, {"other": "b"})
+    assert not accepts(schema, {"x-n": 5})  # matches both patterns: must be both
+    assert accepts({"patternProperties": {"^a": {"type": "integer"}}}, {"a1": 1, "b": "x"})
+    closed = {**schema, "additionalProperties": False, "properties": {"idn": {}}}
+    assert not accepts(closed, {"idn": "x"})  # "idn" also matches "n$"
+
+
 def test_recursion_is_unrolled() -> None:
     tree = {
         "type": "object",
@@ -380,7 +394,11 @@ def test_any_value_depth() -> None:
             "contains",
             "/items",
         ),
-        ({"patternProperties": {"^x": {}}}, "patternProperties", ""),
+        (
+            {"properties": {"o": {"patternProperties": {"(?=x)": {}}}}},
+            "patternProperties",
+            "/properties/o",
+        ),
         (
             {"anyOf": [{"type": "string"}, {"type": "array", "uniqueItems": True}]},
             "uniqueItems",

@@ -7,7 +7,6 @@ instance `Location`, and the polarity `pos` (False: over-approximate, see
 
 from __future__ import annotations
 
-import json
 from typing import TYPE_CHECKING
 
 from kor_cli.grammar.ast import (
@@ -22,7 +21,7 @@ from kor_cli.grammar.ast import (
     repeat,
     seq,
 )
-from kor_cli.grammar.json_keywords import ArrayPart, Facts, ObjectPart, Part
+from kor_cli.grammar.json_keywords import ArrayPart, Facts, Part
 from kor_cli.grammar.json_location import Location
 from kor_cli.grammar.json_numbers import NUMBER
 from kor_cli.grammar.json_values import BOOLEAN, NULL, string_node
@@ -81,27 +80,45 @@ def array(c: SchemaCompiler, facts: Facts, loc: Location, pos: bool) -> Node:
         tail = c.member(tail_parts, item_loc, pos)
     elements = [c.member(_at(parts, j), item_loc, pos) for j in range(width)]
     node = seq(OPEN_BRACKET, _sequence(c, elements, tail, lo, hi), CLOSE_BRACKET)
-    if pos and facts.contains:
-        return _containing(c, facts, node, tail_parts, item_loc)
+    if facts.contains:
+        return _containing(c, facts, node, tail_parts, item_loc, pos)
     return node
 
 
 def _containing(
-    c: SchemaCompiler, facts: Facts, node: Node, items: list[Part], loc: Location
+    c: SchemaCompiler, facts: Facts, node: Node, items: list[Part], loc: Location, pos: bool
 ) -> Node:
-    """`node` ∩ arrays with minContains..maxContains items matching `contains`.
+    """`node` ∩ arrays with minContains..maxContains items matching each `contains`
+    (negative mode: at least minContains items that may match)."""
+    for part, least, most, pointer in facts.contains:
+        if any(a.prefix for a in facts.arrays):
+            if pos:
+                c.fail("contains", pointer, "'contains' with prefixItems is not supported")
+        elif least and not pos:
+            node = intersect(node, _counted(c, items, part, least, None, loc, pos))
+        elif least or most is not None:
+            node = intersect(node, _counted(c, items, part, least, most, loc, pos))
+    return node
 
-    Items are sorted into Y (valid and matching) and X (valid and certainly not matching);
-    an item that may or may not match is in neither, which only ever rejects.
+
+def _counted(
+    c: SchemaCompiler,
+    items: list[Part],
+    part: Part,
+    least: int,
+    most: int | None,
+    loc: Location,
+    pos: bool,
+) -> Node:
+    """Arrays of `items` with least..most of them matching `part`.
+
+    Positive mode sorts items into matching ones and certainly-not-matching ones (an item
+    that may or may not match is in neither, which only ever rejects); negative mode
+    counts only matches, over any items.
     """
-    (part, least, most, pointer), *more = facts.contains
-    if more or any(a.prefix for a in facts.arrays):
-        c.fail("contains", pointer, "only one 'contains' without prefixItems is supported")
-        return node
-    if least == 0 and most is None:
-        return node
-    matching = c.conj([*items, part], loc, True)
-    other = c.minus(c.member(items, loc, True), part, loc)
+    matching = c.conj([*items, part], loc, pos)
+    every = c.member(items, loc, pos)
+    other = c.minus(every, part, loc) if pos else every
     sep_other = repeat(seq(c.item_sep, other), 0, None)
 
     def rest(lo: int, hi: int | None) -> Node:  # after the first item: lo..hi more matches
@@ -112,7 +129,7 @@ def _containing(
     content = alt(
         first_other, first_match if most != 0 else NOTHING, EMPTY if least == 0 else NOTHING
     )
-    return intersect(node, seq(OPEN_BRACKET, content, CLOSE_BRACKET))
+    return seq(OPEN_BRACKET, content, CLOSE_BRACKET)
 
 
 def _unevaluated_items(facts: Facts) -> list[ArrayPart]:
@@ -128,6 +145,10 @@ def _unevaluated_items(facts: Facts) -> list[ArrayPart]:
         if any(a.items is not None for a in subtree):
             continue  # `items` evaluates everything
         width = max((len(a.prefix) for a in subtree), default=0)
+        contained = [p.schema["contains"] for p in parts if "contains" in p.schema]
+        if contained:  # items matching a `contains` are evaluated too
+            schema = value.schema if isinstance(value, Part) else value
+            value = Part({"anyOf": [schema, *contained]}, facts.parts[0].pointer, synthetic=True)
         out.append(ArrayPart([Part(True, "")] * width, value))
     return out
 
@@ -162,94 +183,3 @@ def _sequence(c: SchemaCompiler, elements: list[Node], tail: Node, lo: int, hi: 
         here = seq(c.item_sep if j else EMPTY, elements[j], node)
         node = here if j < lo else opt(here)
     return node
-
-
-def obj(c: SchemaCompiler, facts: Facts, loc: Location, pos: bool) -> Node:
-    """Objects satisfying the conjunction's object keywords."""
-    objs = facts.objects + (_unevaluated_props(facts) if pos else [])
-    counted = pos and (facts.min_props or facts.max_props is not None)
-    if not (objs or facts.property_names or counted):
-        return any_object(c, loc, c.max_any_depth - 1) if pos else c.loose_object()
-    shape = _Shape(objs, facts, pos)
-    names_node = [c.conj([p], c.space.at([]), pos) for p in facts.property_names]
-    required = shape.required()
-    if required is None:
-        return NOTHING
-    slots: list[tuple[Node, bool]] = []
-    names = loc.names + tuple(n for n in shape.declared + required if n not in loc.names)
-    for name in dict.fromkeys(names):
-        if not shape.possible(name) or not all(c.accepts(n, _quoted(name)) for n in names_node):
-            if name in required:
-                return NOTHING
-            continue
-        value = c.member(shape.value_parts(name), loc.child(name), pos)
-        slots.append((_member(c, name, value), name in required))
-    tail = None
-    if shape.open:
-        key = c.other_key(loc.names)  # canonical text never has these names in the tail
-        for n in names_node:
-            key = intersect(key, n)
-        value = c.member(shape.extra, loc.child(None), pos) if pos else c.loose()
-        tail = seq(key, c.key_sep, value)
-    lo, hi = (facts.min_props, facts.max_props) if pos else (0, None)
-    return seq(OPEN_BRACE, join(slots, c.item_sep, tail, lo, hi), CLOSE_BRACE)
-
-
-def _unevaluated_props(facts: Facts) -> list[ObjectPart]:
-    """`unevaluatedProperties` as additionalProperties beyond its owner subtree's names."""
-    out = []
-    for owner, value in facts.unevaluated_props:
-        subtree = [p.schema for p in facts.subtree(owner) if isinstance(p.schema, dict)]
-        nested = [s for s in subtree if id(s) != owner and "unevaluatedProperties" in s]
-        if value is True or nested or any("additionalProperties" in s for s in subtree):
-            if value is not False:  # explicitly open: no default closure
-                out.append(ObjectPart({}, [], Part(True, "")))
-            continue  # every member is evaluated already
-        names = [n for s in subtree for n in s.get("properties", {})]
-        out.append(ObjectPart({n: Part(True, "") for n in names}, [], value))
-    return out
-
-
-def _quoted(name: str) -> str:
-    return json.dumps(name, ensure_ascii=False)
-
-
-class _Shape:
-    """Which member names an object may have, and the schemas of their values.
-
-    In positive mode an object that declares `properties` or `required` is closed unless
-    some part opens it (`additionalProperties` true or a schema).
-    """
-
-    def __init__(self, objs: list[ObjectPart], facts: Facts, pos: bool) -> None:
-        self.objs = objs
-        self.facts = facts
-        self.pos = pos
-        self.declared = list(dict.fromkeys(n for o in objs for n in o.props))
-        self.closers = [o for o in objs if o.additional is False]
-        self.extra = [o.additional for o in objs if isinstance(o.additional, Part)]
-        declared = any((o.props or o.required) and o.declares for o in objs)
-        closed = pos and not self.extra and declared
-        self.open = not self.closers and not closed
-
-    def required(self) -> list[str] | None:
-        """The required names, or None if one of them cannot be present."""
-        required = list(dict.fromkeys(n for o in self.objs for n in o.required))
-        if any(not self.possible(n) for n in required):
-            return None
-        return required
-
-    def possible(self, name: str) -> bool:
-        if any(name not in o.props for o in self.closers):
-            return False
-        declared = name in self.declared or any(name in o.required for o in self.objs)
-        return declared or self.open
-
-    def value_parts(self, name: str) -> list[Part]:
-        parts = [o.props[name] for o in self.objs if name in o.props]
-        parts += [
-            o.additional
-            for o in self.objs
-            if isinstance(o.additional, Part) and name not in o.props
-        ]
-        return parts

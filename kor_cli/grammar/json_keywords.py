@@ -32,9 +32,8 @@ ANNOTATIONS = frozenset({
     "minContains", "maxContains", "then", "else",
 })  # fmt: skip
 _ARRAY_KEYS = ("prefixItems", "items")
-_OBJECT_KEYS = ("properties", "required", "additionalProperties")
+_OBJECT_KEYS = ("properties", "required", "additionalProperties", "patternProperties")
 _UNSUPPORTED = {
-    "patternProperties": ({"object"}, "'patternProperties' cannot be enforced"),
     "$dynamicRef": (TYPES, "'$dynamicRef' is not supported"),
     "$recursiveRef": (TYPES, "'$recursiveRef' is not supported (draft 2019-09)"),
     "dependencies": ({"object"}, "'dependencies' is draft-07; use dependentRequired"),
@@ -75,7 +74,9 @@ class ObjectPart:
     props: dict[str, Part]
     required: list[str]
     additional: Part | bool | None
-    declares: bool = True  # its names close the object by default (see json_containers)
+    declares: bool = True  # its names close the object by default (see json_objects)
+    patterns: dict[str, Part] = field(default_factory=dict)  # patternProperties
+    pointer: str = ""
 
 
 @dataclass
@@ -239,6 +240,10 @@ def _object_part(part: Part) -> ObjectPart:
         raise GrammarError("'properties' must be an object", "properties", part.pointer)
     if not isinstance(required, list) or not all(isinstance(r, str) for r in required):
         raise GrammarError("'required' must be an array of strings", "required", part.pointer)
+    patterns = schema.get("patternProperties", {})
+    if not isinstance(patterns, dict):
+        message = "'patternProperties' must be an object"
+        raise GrammarError(message, "patternProperties", part.pointer)
     additional = schema.get("additionalProperties")
     if additional is not None and additional is not False:
         additional = Part(additional, part.at("additionalProperties"))
@@ -247,6 +252,8 @@ def _object_part(part: Part) -> ObjectPart:
         list(dict.fromkeys(required)),
         additional,
         declares=not part.synthetic,
+        patterns={p: Part(s, part.at("patternProperties", p)) for p, s in patterns.items()},
+        pointer=part.pointer,
     )
 
 

@@ -32,6 +32,7 @@ from typing import Any
 
 from kor_cli.errors import GrammarError
 from kor_cli.grammar import json_containers as containers
+from kor_cli.grammar import json_objects as objects
 from kor_cli.grammar.ast import (
     NOTHING,
     Automaton,
@@ -130,6 +131,7 @@ class SchemaCompiler:
         self._dfas: dict[int, tuple[Node, ByteDFA]] = {}
         self._keys: dict[tuple[str, ...], Node] = {}
         self.loose_depth = 0  # set while building what a difference subtracts
+        self._patterns: dict[tuple[str, bool], Node] = {}
 
     def compile(self) -> Node:
         """The AST of the whole document; GrammarError if it matches nothing."""
@@ -277,7 +279,7 @@ class SchemaCompiler:
         if "array" in types:
             parts.append(containers.array(self, facts, loc, pos))
         if "object" in types:
-            parts.append(containers.obj(self, facts, loc, pos))
+            parts.append(objects.obj(self, facts, loc, pos))
         return alt(*parts)
 
     def enum(self, facts: Facts, loc: Location, pos: bool) -> Node:
@@ -375,6 +377,18 @@ class SchemaCompiler:
             if names:
                 found = difference(found, alt(*(self.name(n) for n in names)))
             self._keys[names] = found
+        return found
+
+    def key_pattern(self, pattern: str, strict: bool, pointer: str) -> Node:
+        """Member names (JSON strings) in which `pattern` certainly (`strict`) / maybe matches."""
+        found = self._patterns.get((pattern, strict))
+        if found is None:
+            try:
+                found = quoted(search(pattern, STRICT if strict else LOOSE_DIALECT))
+            except GrammarError as error:
+                self.fail("patternProperties", pointer, error.message)
+                found = NOTHING if strict else string_node()
+            self._patterns[(pattern, strict)] = found
         return found
 
     def name(self, name: str) -> Node:

@@ -1,0 +1,146 @@
+"""Objects for the JSON Schema compiler.
+
+Members come in the location's order (`json_location`): first the named slots (each
+optional or required), then any other members ("extras"), whose keys avoid the named
+ones. In positive mode an object that declares `properties` or `required` is closed
+unless a part opens it (`additionalProperties` true or a schema, or `patternProperties`
+for the keys they match). Keys whose `patternProperties` match depends on the regex
+flavour (Python vs ECMA-262) are treated conservatively: never generated as extras, and
+held to every schema that may apply when named.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING
+
+from kor_cli.grammar.ast import NOTHING, Node, alt, difference, intersect, join, literal, seq
+from kor_cli.grammar.json_containers import any_object
+from kor_cli.grammar.json_keywords import Facts, ObjectPart, Part
+from kor_cli.grammar.json_location import Location
+
+if TYPE_CHECKING:
+    from kor_cli.grammar.json_schema import SchemaCompiler
+
+OPEN_BRACE, CLOSE_BRACE = literal("{"), literal("}")
+MAX_PATTERNS = 4  # extras are split into 2**n cases by which patterns they match
+
+
+def obj(c: SchemaCompiler, facts: Facts, loc: Location, pos: bool) -> Node:
+    """Objects satisfying the conjunction's object keywords."""
+    objs = facts.objects + (_unevaluated_props(facts) if pos else [])
+    counted = pos and (facts.min_props or facts.max_props is not None)
+    if not (objs or facts.property_names or counted):
+        return any_object(c, loc, c.max_any_depth - 1) if pos else c.loose_object()
+    shape = _Shape(c, objs, pos)
+    names_nodes = [c.conj([p], c.space.at([]), pos) for p in facts.property_names]
+    required = shape.required()
+    if required is None:
+        return NOTHING
+    slots: list[tuple[Node, bool]] = []
+    names = loc.names + tuple(n for n in shape.declared + required if n not in loc.names)
+    for name in dict.fromkeys(names):
+        text = json.dumps(name, ensure_ascii=False)
+        if not shape.possible(name) or not all(c.accepts(n, text) for n in names_nodes):
+            if name in required:
+                return NOTHING
+            continue
+        value = c.member(shape.value_parts(name), loc.child(name), pos)
+        slots.append((seq(c.name(name), c.key_sep, value), name in required))
+    tails = []
+    for key, parts in shape.extras(c.other_key(loc.names)):
+        for names_node in names_nodes:
+            key = intersect(key, names_node)
+        value = c.member(parts, loc.child(None), pos) if pos else c.loose()
+        tails.append(seq(key, c.key_sep, value))
+    lo, hi = (facts.min_props, facts.max_props) if pos else (0, None)
+    tail = alt(*tails) if tails else None
+    return seq(OPEN_BRACE, join(slots, c.item_sep, tail, lo, hi), CLOSE_BRACE)
+
+
+def _unevaluated_props(facts: Facts) -> list[ObjectPart]:
+    """`unevaluatedProperties` as additionalProperties beyond its owner subtree's names."""
+    out = []
+    for owner, value in facts.unevaluated_props:
+        subtree = [p.schema for p in facts.subtree(owner) if isinstance(p.schema, dict)]
+        nested = [s for s in subtree if id(s) != owner and "unevaluatedProperties" in s]
+        if value is True or nested or any("additionalProperties" in s for s in subtree):
+            if value is not False:  # explicitly open: no default closure
+                out.append(ObjectPart({}, [], Part(True, "")))
+            continue  # every member is evaluated already
+        names = {n: Part(True, "") for s in subtree for n in s.get("properties", {})}
+        patterns = {p: Part(True, "") for s in subtree for p in s.get("patternProperties", {})}
+        out.append(ObjectPart(names, [], value, patterns=patterns))
+    return out
+
+
+def _without_patterns(o: ObjectPart) -> ObjectPart:
+    """`o` for negative mode: with patterns, "additional" cannot be told apart: drop both."""
+    return ObjectPart(o.props, o.required, None, o.declares) if o.patterns else o
+
+
+class _Shape:
+    """Which member names an object may have, and the schemas of their values."""
+
+    def __init__(self, c: SchemaCompiler, objs: list[ObjectPart], pos: bool) -> None:
+        if not pos:  # negative mode ignores patterns, and what they leave "additional"
+            objs = [_without_patterns(o) for o in objs]
+        self.c = c
+        self.objs = objs
+        self.declared = list(dict.fromkeys(n for o in objs for n in o.props))
+        self.closers = [o for o in objs if o.additional is False]
+        self.patterns = [(o, p, sub) for o in objs for p, sub in o.patterns.items()]
+        if len(self.patterns) > MAX_PATTERNS:
+            c.fail("patternProperties", self.patterns[0][2].pointer, "too many patterns")
+            self.patterns = self.patterns[:MAX_PATTERNS]
+        opened = any(isinstance(o.additional, Part) for o in objs)
+        declares = any((o.props or o.required) and o.declares for o in objs)
+        self.open = not self.closers and not (pos and not opened and declares)
+
+    def required(self) -> list[str] | None:
+        """The required names, or None if one of them cannot be present."""
+        required = list(dict.fromkeys(n for o in self.objs for n in o.required))
+        return None if any(not self.possible(n) for n in required) else required
+
+    def possible(self, name: str) -> bool:
+        if any(name not in o.props and not self._matched(o, name) for o in self.closers):
+            return False
+        declared = name in self.declared or any(name in o.required for o in self.objs)
+        return declared or self.open or any(self._matched(o, name) for o in self.objs)
+
+    def value_parts(self, name: str) -> list[Part]:
+        parts = [o.props[name] for o in self.objs if name in o.props]
+        for o in self.objs:
+            parts += [sub for p, sub in o.patterns.items() if self._may_match(o, p, name)]
+            if name not in o.props and not self._matched(o, name):
+                parts += [o.additional] if isinstance(o.additional, Part) else []
+        return parts
+
+    def extras(self, others: Node) -> list[tuple[Node, list[Part]]]:
+        """(key, value schemas) for members beyond the named ones, one case per set of
+        patterns the key matches."""
+        out = []
+        for mask in range(1 << len(self.patterns)):
+            chosen = [t for i, t in enumerate(self.patterns) if mask >> i & 1]
+            unmatched = [o for o in self.objs if not any(t[0] is o for t in chosen)]
+            if (not chosen and not self.open) or any(o.additional is False for o in unmatched):
+                continue
+            key = others
+            for i, (o, pattern, _) in enumerate(self.patterns):
+                if mask >> i & 1:
+                    key = intersect(key, self.c.key_pattern(pattern, True, o.pointer))
+                else:
+                    key = difference(key, self.c.key_pattern(pattern, False, o.pointer))
+            parts = [sub for _, _, sub in chosen]
+            parts += [o.additional for o in unmatched if isinstance(o.additional, Part)]
+            out.append((key, parts))
+        return out
+
+    def _matched(self, o: ObjectPart, name: str) -> bool:
+        """`name` certainly matches one of `o`'s patterns (in every regex flavour)."""
+        text = json.dumps(name, ensure_ascii=False)
+        return any(self.c.accepts(self.c.key_pattern(p, True, o.pointer), text) for p in o.patterns)
+
+    def _may_match(self, o: ObjectPart, pattern: str, name: str) -> bool:
+        text = json.dumps(name, ensure_ascii=False)
+        return self.c.accepts(self.c.key_pattern(pattern, False, o.pointer), text)
