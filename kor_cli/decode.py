@@ -222,6 +222,9 @@ class Decoder:
                 for row in rows
             ]
             logits = logits.masked_fill(~torch.stack(masks), float("-inf"))
+        finished = [i for i, row in enumerate(rows) if row.finish]
+        if finished:  # their token is ignored; keep them finite so sampling stays defined
+            logits[finished] = 0.0
         return logits
 
     def _advance_rows(

@@ -77,7 +77,14 @@ class ModelStep:
             self.full_steps += 1
             return head(states).float()
         self.selective_steps += 1
-        union = torch.unique(torch.cat(allowed))
+        distinct = {id(ids): ids for ids in allowed if ids.numel()}
+        # one shared id tensor (one row, or rows in the same state) needs no unique(), which
+        # would cost a device sync on GPU
+        union = (
+            next(iter(distinct.values()))
+            if len(distinct) == 1
+            else torch.unique(torch.cat(allowed))
+        )
         weight = head.weight.index_select(0, union)
         out = torch.full(
             (states.shape[0], head.weight.shape[0]), float("-inf"), device=states.device

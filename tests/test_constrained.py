@@ -142,3 +142,12 @@ def test_selective_lm_head_matches_full_projection(bounded: Schema, tiny: Loaded
     b = full.generate(prompt, options, constraint=factory.new())
     assert a.token_ids == b.token_ids
     assert selective.step.selective_steps > 0 and full.step.selective_steps == 0
+
+
+def test_sampled_batch_with_rows_finishing_early(bounded: Schema, tiny: LoadedModel) -> None:
+    texts = [TEXT, "x"]
+    sampling = SamplingOptions(temperature=1.0, seed=5, max_new_tokens=160)
+    person = load_schema(str(ROOT / "schemas" / "person.yaml"))
+    for schema in (bounded, person):  # person rows run long; bounded rows finish early
+        results = run(schema, tiny, texts, sampling=sampling)
+        assert all(r.valid or r.finish_reason == "length" for r in results)
