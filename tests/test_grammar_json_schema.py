@@ -360,6 +360,15 @@ def test_pattern_properties() -> None:
     assert not accepts(closed, {"idn": "x"})  # "idn" also matches "n$"
 
 
+def test_unique_items_over_few_values() -> None:
+    schema = {"type": "array", "items": {"enum": ["a", "b", 1, 12]}, "uniqueItems": True}
+    for whitespace in ("compact", "spaced"):
+        assert accepts(schema, [12, 1, "a", "b"], whitespace=whitespace)
+        assert not accepts(schema, ["a", "b", "a"], whitespace=whitespace)
+        assert not accepts(schema, [1, 1], whitespace=whitespace)
+    assert accepts({**schema, "maxItems": 1, "items": {"type": "string"}}, ["x"])
+
+
 def test_recursion_is_unrolled() -> None:
     tree = {
         "type": "object",

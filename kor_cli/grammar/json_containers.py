@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 from kor_cli.grammar.ast import (
     EMPTY,
     NOTHING,
+    Automaton,
     Node,
     alt,
     intersect,
@@ -24,6 +25,7 @@ from kor_cli.grammar.ast import (
 from kor_cli.grammar.json_keywords import ArrayPart, Facts, Part
 from kor_cli.grammar.json_location import Location
 from kor_cli.grammar.json_numbers import NUMBER
+from kor_cli.grammar.json_unique import MAX_VALUES, distinct_sequence, finite_texts
 from kor_cli.grammar.json_values import BOOLEAN, NULL, string_node
 
 if TYPE_CHECKING:
@@ -62,8 +64,6 @@ def array(c: SchemaCompiler, facts: Facts, loc: Location, pos: bool) -> Node:
     """Arrays satisfying the conjunction's array keywords."""
     lo, hi = facts.min_items, facts.max_items
     parts = facts.arrays + (_unevaluated_items(facts) if pos else [])
-    if pos and facts.unique and (hi is None or hi > 1):
-        c.fail("uniqueItems", facts.unique[0], "'uniqueItems' cannot be enforced")
     width = max((len(a.prefix) for a in parts), default=0)
     for a in parts:
         if a.items is False:
@@ -81,8 +81,23 @@ def array(c: SchemaCompiler, facts: Facts, loc: Location, pos: bool) -> Node:
     elements = [c.member(_at(parts, j), item_loc, pos) for j in range(width)]
     node = seq(OPEN_BRACKET, _sequence(c, elements, tail, lo, hi), CLOSE_BRACKET)
     if facts.contains:
-        return _containing(c, facts, node, tail_parts, item_loc, pos)
+        node = _containing(c, facts, node, tail_parts, item_loc, pos)
+    if pos and facts.unique and (hi is None or hi > 1):
+        node = _unique(c, facts, node, tail, parts)
     return node
+
+
+def _unique(
+    c: SchemaCompiler, facts: Facts, node: Node, item: Node, parts: list[ArrayPart]
+) -> Node:
+    """`node` ∩ arrays whose items are distinct, when items have few possible values."""
+    texts = None if any(a.prefix for a in parts) else finite_texts(c.settle(item)[0].dfa)
+    if texts is None:
+        message = f"'uniqueItems' needs items with at most {MAX_VALUES} possible values"
+        c.fail("uniqueItems", facts.unique[0], message)
+        return node
+    content = Automaton(distinct_sequence(texts, c.item_sep_text.encode()))
+    return intersect(node, seq(OPEN_BRACKET, content, CLOSE_BRACKET))
 
 
 def _containing(

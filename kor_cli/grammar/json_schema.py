@@ -117,6 +117,7 @@ class SchemaCompiler:
         self.root = root
         self.whitespace = whitespace
         item_sep, key_sep = separators(whitespace)
+        self.item_sep_text = item_sep
         self.item_sep, self.key_sep = literal(item_sep), literal(key_sep)
         self.lenient = lenient
         self.max_any_depth = max_any_depth

@@ -1,0 +1,82 @@
+"""`uniqueItems` for items with a small finite set of values (enums, booleans, consts).
+
+Canonical texts are equal exactly when values are equal, so "no value twice" is a
+property of the texts: an automaton that remembers which values were used (2**k sets,
+k values) accepts exactly the separated sequences of distinct values.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from kor_cli.grammar.fsm import ByteDFA, minimal
+
+MAX_VALUES = 6
+
+
+def finite_texts(dfa: ByteDFA, limit: int = MAX_VALUES) -> list[bytes] | None:
+    """All strings of a finite language of at most `limit` strings, else None."""
+    edges = dfa.edges()
+    out: list[bytes] = []
+    on_path: set[int] = set()
+
+    def walk(state: int, prefix: bytes) -> bool:
+        if state in on_path:
+            return False  # a cycle on a live path: infinitely many strings
+        if dfa.accepting[state]:
+            out.append(prefix)
+            if len(out) > limit:
+                return False
+        on_path.add(state)
+        for mask, target in edges[state]:
+            for byte in (b for b in range(256) if mask >> b & 1):
+                if not walk(target, prefix + bytes([byte])):
+                    return False
+        on_path.discard(state)
+        return True
+
+    return out if walk(dfa.start, b"") else None
+
+
+def distinct_sequence(values: list[bytes], separator: bytes) -> ByteDFA:
+    """Sequences of `values` joined by `separator`, each value at most once (or none)."""
+    children: list[dict[int, int]] = [{}]
+    ends: list[int] = [-1]  # value index ending at each trie node
+    below: list[int] = [0]  # bit set of values in each node's subtree
+    for i, value in enumerate(values):
+        node = 0
+        below[0] |= 1 << i
+        for byte in value:
+            if byte not in children[node]:
+                children[node][byte] = len(children)
+                children.append({})
+                ends.append(-1)
+                below.append(0)
+            node = children[node][byte]
+            below[node] |= 1 << i
+        ends[node] = i
+    width = len(children) + len(separator) - 1  # trie nodes, then separator progress
+
+    def state(used: int, position: int) -> int:
+        return 1 + used * width + position
+
+    size = 1 + (1 << len(values)) * width
+    table = np.zeros((size, 256), dtype=np.int32)
+    accepting = np.zeros(size, dtype=bool)
+    for used in range(1 << len(values)):
+        for node, kids in enumerate(children):
+            here = state(used, node)
+            for byte, child in kids.items():
+                if below[child] & ~used:
+                    table[here, byte] = state(used, child)
+            value = ends[node]
+            if value >= 0 and not used >> value & 1:
+                accepting[here] = True
+                after = used | 1 << value
+                nxt = state(after, len(children)) if len(separator) > 1 else state(after, 0)
+                table[here, separator[0]] = nxt
+        for j in range(1, len(separator)):
+            nxt = state(used, len(children) + j) if j + 1 < len(separator) else state(used, 0)
+            table[state(used, len(children) + j - 1), separator[j]] = nxt
+    accepting[state(0, 0)] = True
+    return minimal(table, accepting, state(0, 0))
