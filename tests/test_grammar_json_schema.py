@@ -32,6 +32,11 @@ FORMATS = {
     "date": st.dates().map(lambda d: d.isoformat()),
     "uuid": st.uuids().map(str),
     "ipv4": st.ip_addresses(v=4).map(str),
+    "ipv6": st.ip_addresses(v=6).map(str),
+    "duration": st.sampled_from(["P3D", "PT1H30M", "P1Y2M", "P2W", "PT0S", "P1DT12H"]),
+    "json-pointer": st.lists(TEXT, max_size=3).map(
+        lambda tokens: "".join("/" + t.replace("~", "~0").replace("/", "~1") for t in tokens)
+    ),
     "email": st.from_regex(r"[a-z0-9.+]{1,6}@[a-z]{1,5}\.[a-z]{2,3}", fullmatch=True).filter(
         lambda s: ".." not in s and not s.startswith(".") and ".@" not in s
     ),
@@ -287,8 +292,19 @@ def test_formats() -> None:
     assert not accepts(date, "2023-04-31") and accepts(date, "2000-02-29")
     assert not accepts(date, "1900-02-29")
     assert accepts({"format": "uuid", "type": "string"}, "123e4567-e89b-12d3-a456-426614174000")
+    ipv6 = {"type": "string", "format": "ipv6"}
+    for text in ("::", "::1", "1::", "fe80::1:2", "1:2:3:4:5:6:7:8", "::ffff:1.2.3.4"):
+        assert accepts(ipv6, text), text
+    for text in ("1:2:3:4:5:6:7:8:9", "1::2::3", ":1", "12345::", "::1.2.3"):
+        assert not accepts(ipv6, text), text
+    duration = {"type": "string", "format": "duration"}
+    assert (
+        accepts(duration, "P1Y2M3DT4H5M6S")
+        and not accepts(duration, "P")
+        and not accepts(duration, "PT")
+    )
     with pytest.raises(GrammarError, match="format") as error:
-        compile_json_schema({"properties": {"d": {"format": "duration"}}})
+        compile_json_schema({"properties": {"d": {"format": "uri-template"}}})
     assert error.value.keyword == "format" and error.value.pointer == "/properties/d"
 
 

@@ -20,7 +20,31 @@ _LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?"
 _ATOM = r"[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+"
 _OCTET = r"(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])"
 _HEX = "[0-9a-fA-F]"
-_URI_CHAR = r"(?:[A-Za-z0-9\-._~:/?#\[\]@!$&'()*+,;=]|%[0-9A-Fa-f]{2})"
+_PCHAR = r"(?:[A-Za-z0-9\-._~!$&'()*+,;=:@]|%[0-9A-Fa-f]{2})"
+_SCHEME = r"[A-Za-z][A-Za-z0-9+.\-]*"
+_QUERY = rf"(?:{_PCHAR}|[/?])*"
+_H16 = r"[0-9a-fA-F]{1,4}"
+_IPV4 = r"{0}(?:\.{0}){{3}}"
+_DIGITS = "[0-9]+"
+_DUR_TIME = rf"T(?:{_DIGITS}H(?:{_DIGITS}M(?:{_DIGITS}S)?)?|{_DIGITS}M(?:{_DIGITS}S)?|{_DIGITS}S)"
+_DUR_DATE = rf"(?:{_DIGITS}D|{_DIGITS}M(?:{_DIGITS}D)?|{_DIGITS}Y(?:{_DIGITS}M(?:{_DIGITS}D)?)?)"
+_POINTER = r"(?:/(?:[^~/]|~[01])*)*"
+
+
+def _ipv6() -> str:
+    """RFC 4291 text forms (no zone index), following RFC 3986's IPv6address rule."""
+    ls32 = rf"(?:{_H16}:{_H16}|{_IPV4.format(_OCTET)})"
+    forms = [rf"(?:{_H16}:){{6}}{ls32}", rf"::(?:{_H16}:){{5}}{ls32}"]
+    for before, after in ((0, 4), (1, 3), (2, 2), (3, 1)):
+        head = rf"(?:(?:{_H16}:){{0,{before}}}{_H16})?"
+        forms.append(rf"{head}::(?:{_H16}:){{{after}}}{ls32}")
+    forms += [
+        rf"(?:(?:{_H16}:){{0,4}}{_H16})?::{ls32}",
+        rf"(?:(?:{_H16}:){{0,5}}{_H16})?::{_H16}",
+        rf"(?:(?:{_H16}:){{0,6}}{_H16})?::",
+    ]
+    return "(?:" + "|".join(forms) + ")"
+
 
 FORMATS: dict[str, str] = {
     "date": _DATE,
@@ -28,7 +52,11 @@ FORMATS: dict[str, str] = {
     "date-time": rf"{_DATE}T{_TIME}",
     "email": rf"{_ATOM}(?:\.{_ATOM})*@{_LABEL}(?:\.{_LABEL})+",
     "hostname": rf"{_LABEL}(?:\.{_LABEL})*",
-    "ipv4": rf"{_OCTET}(?:\.{_OCTET}){{3}}",
+    "ipv4": _IPV4.format(_OCTET),
+    "ipv6": _ipv6(),
     "uuid": rf"{_HEX}{{8}}-{_HEX}{{4}}-{_HEX}{{4}}-{_HEX}{{4}}-{_HEX}{{12}}",
-    "uri": rf"[A-Za-z][A-Za-z0-9+.\-]*:{_URI_CHAR}+",
+    "uri": rf"{_SCHEME}:(?:{_PCHAR}|/)*(?:\?{_QUERY})?(?:#{_QUERY})?",
+    "duration": rf"P(?:{_DUR_DATE}(?:{_DUR_TIME})?|{_DUR_TIME}|{_DIGITS}W)",
+    "json-pointer": _POINTER,
+    "relative-json-pointer": rf"(?:0|[1-9][0-9]*)(?:#|{_POINTER})",
 }
