@@ -82,7 +82,15 @@ def _finish(
 def compile_json_schema(
     schema: dict[str, Any] | bool, options: GrammarOptions = GrammarOptions()
 ) -> Grammar:
-    """Grammar of the canonical JSON texts of instances valid under `schema`."""
+    """Grammar of the canonical JSON texts (`serialize`, members in schema order) of the
+    instances valid under `schema` (draft 2020-12).
+
+    `additionalProperties: false` is the default for objects that declare `properties` or
+    `required`; `oneOf` exclusivity is exact on the text and re-checked by the validator.
+    Keywords that cannot be enforced raise `GrammarError` naming keyword and JSON pointer
+    (or, with `options.lenient`, are dropped and listed in `Grammar.warnings`). See
+    `kor_cli.grammar.json_schema` for the details.
+    """
     if not isinstance(schema, (dict, bool)):
         raise GrammarError("a JSON Schema must be an object or a boolean")
     try:

@@ -1,4 +1,4 @@
-"""Arrays, objects and "any value" for the JSON Schema compiler.
+"""Arrays and "any value" for the JSON Schema compiler (objects: `json_objects`).
 
 Functions take the `SchemaCompiler` (`c`), the collected `Facts` of the conjunction, the
 instance `Location`, and the polarity `pos` (False: over-approximate, see

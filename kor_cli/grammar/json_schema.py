@@ -2,22 +2,27 @@
 
 Semantics and choices:
 
-- The grammar accepts only canonical text (see `json_values`): one text per value, object
-  members in the order of `json_location` (schema order), bounded whitespace.
+- The grammar accepts only canonical text (see `json_values`): one text per value
+  (integers without fraction, no exponents, `json.dumps` string escapes), object members
+  in the order of `json_location` (schema order), bounded whitespace.
 - Objects: `additionalProperties: false` is the DEFAULT as soon as a schema declares
   `properties` or `required`; optional properties may be absent, present ones come in
   schema order. An object schema without declarations (e.g. `{"type": "object"}`) accepts
-  any object; `additionalProperties: true`/a schema allows other members after the
-  declared ones. `{}`/`true` is any JSON value nested at most `max_any_depth` deep.
-- Arrays follow the spec: without `items`, further items are any values.
+  any object; `additionalProperties: true`/a schema, `patternProperties` and
+  `unevaluatedProperties` allow other members after the declared ones. `{}`/`true` is
+  any JSON value nested at most `max_any_depth` deep.
+- Arrays follow the spec: without `items`, further items are any values. `contains`
+  (with min/maxContains) is exact; `uniqueItems` only for items with few possible values.
 - `$ref` (local pointers, anchors, `$id`s in the document) recursion is unrolled to
   `max_recursion_depth`; deeper alternatives are unavailable.
-- `allOf` merges its branches; `anyOf` is a union; `oneOf`, `not` and `if`/`then`/`else`
-  are exact on canonical text: each branch minus an over-approximation of the others
+- `allOf` merges its branches; `anyOf` is a union; `dependentRequired`/`dependentSchemas`
+  split into "trigger absent" / "present"; `oneOf`, `not` and `if`/`then`/`else` are
+  exact on canonical text: each branch minus an over-approximation of the others
   (computed in "negative" mode, where whatever cannot be expressed is dropped, so the
   subtraction never removes too little). The validator re-checks `oneOf` afterwards,
   which also covers free-form objects whose keys could come in another order.
-- `format` (date, time, date-time, email, hostname, ipv4, uuid, uri) is enforced.
+- `format` is enforced (date, time, date-time, duration, email, hostname, ipv4, ipv6,
+  uri, uuid, json-pointer, relative-json-pointer); other formats are refused.
 - Whatever cannot be enforced raises `GrammarError(keyword=..., pointer=...)`, or with
   `lenient` is dropped with a warning. Nothing constraining is ever silently ignored.
 """
