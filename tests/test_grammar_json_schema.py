@@ -11,7 +11,7 @@ from typing import Any
 
 import jsonschema
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from kor_cli.errors import GrammarError
@@ -155,8 +155,8 @@ def referenced(pairs: st.SearchStrategy[Pair]) -> st.SearchStrategy[Pair]:
     )
 
 
-SCHEMAS = st.recursive(scalars(), containers, max_leaves=6)
-SCHEMAS = st.one_of(SCHEMAS, referenced(SCHEMAS))
+BASE = st.recursive(scalars(), containers, max_leaves=6)
+SCHEMAS = st.one_of(BASE, referenced(BASE))
 
 
 def canonical(instance: Any, schema: Any) -> bytes:
@@ -208,15 +208,49 @@ def _distances(dfa: ByteDFA) -> list[int]:
 @given(SCHEMAS, st.randoms(use_true_random=False))
 @settings(max_examples=80, deadline=None, suppress_health_check=list(HealthCheck))
 def test_generated_texts_are_valid(pair: Pair, rng: random.Random) -> None:
-    schema = pair[0]
-    dfa = compile_json_schema(schema).dfa
+    check_random_texts(pair[0], compile_json_schema(pair[0]).dfa, rng)
+
+
+def check_random_texts(schema: Any, dfa: ByteDFA, rng: random.Random, count: int = 4) -> None:
     validator = jsonschema.Draft202012Validator(schema, format_checker=jsonschema.FormatChecker())
-    for _ in range(4):
+    for _ in range(count):
         text = random_text(dfa, rng).decode("utf-8")
         instance = json.loads(text, parse_float=Decimal)
         assert validator.is_valid(instance), (schema, text)
         if not _duplicate_keys(text):  # free-form objects may repeat a key
             assert serialize(instance) == text  # otherwise the grammar's text is canonical
+
+
+def applicators(children: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
+    several = st.lists(children, min_size=2, max_size=3)
+    return st.one_of(
+        several.map(lambda ss: {"oneOf": ss}),
+        several.map(lambda ss: {"allOf": ss}),
+        children.map(lambda s: {"not": s}),
+        st.tuples(children, children, children).map(
+            lambda t: {"if": t[0], "then": t[1], "else": t[2]}
+        ),
+        children.map(
+            lambda s: {"type": "array", "items": s, "contains": {"type": "null"}, "maxContains": 2}
+        ),
+        children.map(lambda s: {"type": "object", "properties": {"a": s, "b": {}},
+                                "patternProperties": {"^x": s}, "dependentRequired": {"a": ["b"]},
+                                "additionalProperties": {"type": "boolean"}}),
+    )  # fmt: skip
+
+
+APPLIED = st.recursive(BASE.map(lambda pair: pair[0]), applicators, max_leaves=3)
+
+
+@given(APPLIED, st.randoms(use_true_random=False))
+@settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+def test_applicator_texts_are_valid(schema: Any, rng: random.Random) -> None:
+    try:
+        dfa = compile_json_schema(schema, GrammarOptions(max_states=20_000)).dfa
+    except GrammarError as error:  # e.g. nothing valid at all, or too large
+        assume("matches no" in str(error) or "too large" in str(error) or "nothing" in str(error))
+        return
+    check_random_texts(schema, dfa, rng, count=3)
 
 
 def _duplicate_keys(text: str) -> bool:
