@@ -243,10 +243,10 @@ APPLIED = st.recursive(BASE.map(lambda pair: pair[0]), applicators, max_leaves=3
 
 
 @given(APPLIED, st.randoms(use_true_random=False))
-@settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=30, deadline=None, suppress_health_check=list(HealthCheck))
 def test_applicator_texts_are_valid(schema: Any, rng: random.Random) -> None:
     try:
-        dfa = compile_json_schema(schema, GrammarOptions(max_states=20_000)).dfa
+        dfa = compile_json_schema(schema, GrammarOptions(max_states=10_000)).dfa
     except GrammarError as error:  # e.g. nothing valid at all, or too large
         assume("matches no" in str(error) or "too large" in str(error) or "nothing" in str(error))
         return
