@@ -296,8 +296,9 @@ class SchemaCompiler:
                 continue
             if not all(canonical_key(value) in k for k in keys):
                 continue
-            if not pos and _unordered(value, loc):
-                texts.append(self.loose())
+            if not pos and _unordered(value, loc):  # any container of its kind
+                brackets = "{}" if isinstance(value, dict) else "[]"
+                texts.append(loose_container(brackets, max(self.loose_depth, 1)))
                 continue
             texts.append(literal(dumps(reorder(value, loc), self.whitespace)))
         node = alt(*texts)
