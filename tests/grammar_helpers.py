@@ -190,3 +190,35 @@ def reachable(dfa: ToyDFA) -> list[int]:
                 seen.add(nxt)
                 order.append(nxt)
     return order
+
+
+def brute_masks(
+    dfa: ToyDFA, token_bytes: Sequence[bytes | None], stop_ids: Iterable[int], states: list[int]
+) -> dict[int, np.ndarray]:
+    """The allowed-token masks of `states`, by walking every token's bytes column by column
+    as arrays (no trie; for real vocabularies, where `brute_allowed` is too slow)."""
+    live = np.zeros(dfa.num_states, dtype=bool)
+    live[list(live_states(dfa))] = True
+    table = np.where(live[dfa.transitions], dfa.transitions, 0)
+    stops = set(stop_ids)
+    ids = np.asarray([i for i, b in enumerate(token_bytes) if b and i not in stops], dtype=int)
+    lens = np.asarray([len(token_bytes[i] or b"") for i in ids], dtype=int)
+    columns = np.zeros((int(lens.max(initial=0)), len(ids)), dtype=np.uint8)
+    for k, i in enumerate(ids):
+        data = token_bytes[i] or b""
+        columns[: len(data), k] = np.frombuffer(data, dtype=np.uint8)
+    out = {}
+    for state in states:
+        mask = np.zeros(len(token_bytes), dtype=bool)
+        alive = np.arange(len(ids)) if live[state] else np.zeros(0, dtype=int)
+        current = np.full(len(alive), state)
+        for depth, column in enumerate(columns):
+            going = lens[alive] > depth
+            mask[ids[alive[~going]]] = True  # ended alive
+            alive, current = alive[going], current[going]
+            current = table[current, column[alive]]
+            alive, current = alive[current != 0], current[current != 0]
+        mask[ids[alive]] = True
+        mask[list(stops)] = bool(dfa.accepting[state]) and live[state]
+        out[state] = mask
+    return out

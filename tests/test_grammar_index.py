@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from unittest import mock
 
 import numpy as np
@@ -11,6 +13,7 @@ from grammar_helpers import (
     STRING,
     ToyDFA,
     brute_allowed,
+    brute_masks,
     brute_next,
     chain_dfa,
     literal_dfa,
@@ -22,7 +25,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kor_cli.grammar import trie as trie_module
+from kor_cli.grammar.compile import compile_json_schema
 from kor_cli.grammar.index import TokenIndex
+from kor_cli.grammar.trie import TokenTrie
 from kor_cli.grammar.vocab import TokenizerInfo
 from kor_cli.testing import TOKENIZER_NAMES
 
@@ -200,6 +205,19 @@ def test_forced_bytes_follow_single_paths() -> None:
     assert index.forced_bytes(in_digits) == b""
 
 
+def test_along_finds_prefixes_and_run_ons() -> None:
+    trie = TokenTrie([b"ab", b"a", b"ab", b"abd", b"abc", b"b", b"\xff\xffa", b"\xff", b"\xff\xff"])
+
+    def along(data: bytes) -> tuple[list[bytes], list[bytes]]:
+        prefixes, lo, hi = trie.along(data)
+        return [trie.tokens[at] for at in prefixes], trie.tokens[lo:hi]
+
+    assert along(b"ab") == ([b"a", b"ab", b"ab"], [b"abc", b"abd"])
+    assert along(b"abcd") == ([b"a", b"ab", b"ab", b"abc"], [])
+    assert along(b"\xff\xff") == ([b"\xff", b"\xff\xff"], [b"\xff\xffa"])
+    assert along(b"zz") == ([], [])
+
+
 def test_rejects_malformed_tables() -> None:
     with pytest.raises(ValueError, match="num_states, 256"):
         TokenIndex(mock.Mock(transitions=np.zeros((2, 10), dtype=np.int32)), toy_info())
@@ -255,3 +273,39 @@ def test_real_qwen_padding_ids_never_allowed(tokenizer_info_factory) -> None:
     assert not mask[151_644:151_851].any()  # specials that are not stops
     assert mask[151_643]  # <|endoftext|>: the stop id
     assert mask[:151_643].all()
+
+
+SCHEMAS = json.loads((Path(__file__).parent / "data" / "grammar_schemas.json").read_text())
+STRINGS = {
+    "type": "object",
+    "properties": {
+        "short": {"type": "string", "minLength": 2, "maxLength": 12},
+        "code": {"type": "string", "pattern": "^[A-Z]{2}-[0-9]{3}$"},
+        "line": {"type": "string", "pattern": "^.{1,6}$"},
+        "mood": {"enum": ["\U0001f600 happy", "\u4e2d\u6587", "caf\u00e9", 'na\u00efve "q"']},
+        "free": {"type": "string"},
+        "when": {"type": "string", "format": "date"},
+    },
+    "required": ["short", "code", "line", "mood", "free", "when"],
+    "additionalProperties": False,
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", TOKENIZER_NAMES)
+def test_real_masks_of_every_reachable_state(name, tokenizer_info_factory) -> None:
+    """Forced states, strings (free, maxLength, patterns), enums, Unicode: all exact."""
+    info = tokenizer_info_factory(name)
+    schemas = [SCHEMAS[k]["schema"] for k in ("person", "reviews", "nested", "ui")]
+    for schema in [*schemas, STRINGS]:
+        dfa = compile_json_schema(schema).dfa
+        index = TokenIndex(dfa, info)
+        states = index.reachable_states()
+        want = brute_masks(dfa, info.token_bytes, info.stop_ids, states)  # type: ignore[arg-type]
+        for state in states:
+            bad = np.flatnonzero(index.allowed(state) != want[state])
+            assert not len(bad), (state, [(i, info.token_bytes[i]) for i in bad[:10]])
+            fresh = TokenIndex(dfa, info)  # packed without a bool mask on the way
+            bits = np.unpackbits(fresh.packed(state).view(np.uint8), bitorder="little")
+            assert np.array_equal(bits[: info.vocab_size].astype(bool), want[state]), state
+        assert not any(buffer.any() for buffer in index._trie._pool)  # pooled all-zero

@@ -6,11 +6,14 @@ level and, within a level, in byte order, so the subtree of any node is one cont
 range on every level. A walk first computes levels 0 and 1 (first and second bytes); if
 the surviving two-byte prefixes cover few nodes (structural states: keys, punctuation),
 it walks only their ranges, otherwise (inside free text) it walks every level as whole
-array slices (about 2 ms for Qwen on one core).
+array slices (about 2 ms for Qwen on one core), stopping at the first all-dead level.
+The per-node state buffer is pooled and put back all-zero, so a walk allocates nothing
+large.
 """
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Sequence
 
 import numpy as np
@@ -27,6 +30,7 @@ class TokenTrie:
         ids = [i for i, b in enumerate(token_bytes) if b and i not in skip]
         ids.sort(key=token_bytes.__getitem__)
         tokens = [token_bytes[i] or b"" for i in ids]
+        self.tokens = tokens  # sorted order → bytes
         lens = np.fromiter(map(len, tokens), dtype=np.int32, count=len(tokens))
         self.token_ids = np.asarray(ids, dtype=np.int32)  # sorted order → token id
         depth = int(lens.max()) if len(ids) else 0
@@ -84,6 +88,10 @@ class TokenTrie:
         self.branch_nodes = np.bincount(anc, minlength=width)  # subtree sizes of level-1 nodes
         self.branch_depth = np.zeros(width, dtype=np.int64)  # levels down to each one's deepest
         np.maximum.at(self.branch_depth, anc, np.asarray(levels, dtype=np.int64) + 1)
+        # a dense walk reads all end nodes by token id (one gather over the vocabulary) when
+        # the trie holds most tokens, else it scatters its few allowed ids
+        self._by_id = 4 * len(ids) > len(token_bytes)
+        self._pool: list[np.ndarray] = []  # all-zero state buffers, one per concurrent walk
 
     @property
     def nbytes(self) -> int:
@@ -95,30 +103,60 @@ class TokenTrie:
         )  # fmt: skip
         return sum(a.nbytes for a in arrays)
 
-    def walk(self, transitions: np.ndarray, state: int, out: np.ndarray) -> None:
+    def along(self, data: bytes) -> tuple[list[int], int, int]:
+        """Where `data` meets the sorted tokens: the positions of the tokens that are a
+        prefix of `data` (itself included), and the range lo..hi of those that extend it."""
+        tokens = self.tokens
+        prefixes: list[int] = []
+        lo, hi = 0, len(tokens)
+        for end in range(1, len(data) + 1):
+            head = data[:end]
+            lo = bisect_left(tokens, head, lo, hi)
+            above = _above(head)
+            if above is not None:
+                hi = bisect_left(tokens, above, lo, hi)
+            while lo < hi and tokens[lo] == head:  # the shortest sort first
+                prefixes.append(lo)
+                lo += 1
+            if lo == hi:
+                break
+        return prefixes, lo, hi
+
+    def walk(self, transitions: np.ndarray, first: np.ndarray, out: np.ndarray) -> None:
         """Set `out[token]` for every token whose bytes never reach the dead state.
 
-        `transitions` is the DFA's [num_states, 256] int32 table, flattened; `out` is an
-        all-False bool array over the token ids (the `token_bytes` passed in).
+        `first[b]` is the state after a first byte b (from state s: row s of the table);
+        `transitions` is the DFA's [num_states, 256] int32 table, flattened, for the other
+        bytes. `out` is a bool array over the token ids (the `token_bytes` passed in), False
+        at this trie's tokens; its other entries are left as they are.
         """
+        try:
+            states = self._pool.pop()
+        except IndexError:  # one more node than the trie holds: the dead stand-in
+            states = np.zeros(self.num_nodes + 1, dtype=np.int32)
         roots = self.offsets[1] if self.depth else 0
-        # one more node than the trie holds: the dead stand-in for tokens not in it
-        states = np.zeros(self.num_nodes + 1, dtype=np.int32)  # 0 (dead) where not walked
-        states[:roots] = transitions[(state << 8) | self.byte[:roots]]
+        states[:roots] = first.take(self.byte[:roots])
         live_roots = np.flatnonzero(states[:roots])
-        if not len(live_roots):
-            return
         level1 = _expand(self.child_ranges[live_roots], self.child_ranges[live_roots + 1])
         self._step(transitions, states, level1)
         branches = level1[states[level1] != 0] - roots
         if self.branch_nodes[branches].sum() > _DENSE_SHARE * self.num_nodes:
-            self._walk_dense(transitions, states)
-            np.not_equal(states.take(self.node_by_id), 0, out=out)
-            return
-        self._walk_branches(transitions, states, branches)
-        heads = self.byte[live_roots]
-        chosen = _expand(self.token_ranges[heads], self.token_ranges[heads + 1])
-        out[self.token_ids.take(chosen)] = states.take(self.token_node.take(chosen)) != 0
+            end = self._walk_dense(transitions, states)
+            if self._by_id:
+                np.logical_or(out, states.take(self.node_by_id), out=out)
+            else:
+                out[self.token_ids[states.take(self.token_node) != 0]] = True
+            states[:end] = 0
+        else:
+            nodes = self._walk_branches(transitions, states, branches)
+            heads = self.byte[live_roots]
+            chosen = _expand(self.token_ranges[heads], self.token_ranges[heads + 1])
+            alive = states.take(self.token_node.take(chosen)) != 0
+            out[self.token_ids.take(chosen[alive])] = True
+            states[:roots] = 0
+            states[level1] = 0
+            states[nodes] = 0
+        self._pool.append(states)
 
     def _step(self, transitions: np.ndarray, states: np.ndarray, nodes: np.ndarray) -> None:
         """States of `nodes` from their parents' states (already computed)."""
@@ -127,22 +165,28 @@ class TokenTrie:
         np.bitwise_or(index, self.byte.take(nodes), out=index)
         states[nodes] = transitions.take(index)
 
-    def _walk_dense(self, transitions: np.ndarray, states: np.ndarray) -> None:
-        """Levels 2 and deeper as whole slices: a full walk without index arrays."""
+    def _walk_dense(self, transitions: np.ndarray, states: np.ndarray) -> int:
+        """Levels 2 and deeper as whole slices, down to the first all-dead level; returns
+        the end of the nodes written."""
+        end = self.offsets[min(2, self.depth)]
         for level in range(2, self.depth):
-            lo, hi = self.offsets[level], self.offsets[level + 1]
-            index = states.take(self.parent[lo:hi])
+            lo, end = self.offsets[level], self.offsets[level + 1]
+            index = states.take(self.parent[lo:end])
             np.left_shift(index, 8, out=index)
-            np.bitwise_or(index, self.byte[lo:hi], out=index)
-            transitions.take(index, out=states[lo:hi])
+            np.bitwise_or(index, self.byte[lo:end], out=index)
+            transitions.take(index, out=states[lo:end])
+            if not states[lo:end].any():
+                break  # every deeper node descends from a dead one
+        return end
 
     def _walk_branches(
         self, transitions: np.ndarray, states: np.ndarray, branches: np.ndarray
-    ) -> None:
-        """Levels 2 and deeper, only under the live level-1 nodes `branches`."""
+    ) -> np.ndarray:
+        """Levels 2 and deeper, only under the live level-1 nodes `branches`; returns the
+        nodes it may have written."""
         levels = np.arange(2, int(self.branch_depth[branches].max(initial=0)), dtype=np.int64)
         if not len(levels):
-            return
+            return np.zeros(0, dtype=np.int64)
         # runs of consecutive level-1 nodes: one range per run on each level
         cut = np.flatnonzero(np.diff(branches) != 1) + 1
         firsts = branches[np.concatenate(([0], cut))]
@@ -157,6 +201,13 @@ class TokenTrie:
             self._step(transitions, states, part)
             if not states[part].any():
                 break  # every deeper node descends from a dead one
+        return nodes
+
+
+def _above(prefix: bytes) -> bytes | None:
+    """The least byte string above every string that starts with `prefix` (None: none)."""
+    head = prefix.rstrip(b"\xff")
+    return head[:-1] + bytes([head[-1] + 1]) if head else None
 
 
 def _padded(tokens: list[bytes], lens: np.ndarray, depth: int) -> np.ndarray:
