@@ -294,7 +294,7 @@ STRINGS = {
 @pytest.mark.slow
 @pytest.mark.parametrize("name", TOKENIZER_NAMES)
 def test_real_masks_of_every_reachable_state(name, tokenizer_info_factory) -> None:
-    """Forced states, strings (free, maxLength, patterns), enums, Unicode: all exact."""
+    """Forced states, string bodies (free, maxLength, patterns), enums, Unicode: all exact."""
     info = tokenizer_info_factory(name)
     schemas = [SCHEMAS[k]["schema"] for k in ("person", "reviews", "nested", "ui")]
     for schema in [*schemas, STRINGS]:
@@ -308,4 +308,5 @@ def test_real_masks_of_every_reachable_state(name, tokenizer_info_factory) -> No
             fresh = TokenIndex(dfa, info)  # packed without a bool mask on the way
             bits = np.unpackbits(fresh.packed(state).view(np.uint8), bitorder="little")
             assert np.array_equal(bits[: info.vocab_size].astype(bool), want[state]), state
-        assert not any(buffer.any() for buffer in index._trie._pool)  # pooled all-zero
+        for trie in (index._trie, index._body.rest):
+            assert not any(buffer.any() for buffer in trie._pool)  # pooled all-zero

@@ -7,14 +7,17 @@ reach an accepting state count as dead, so every allowed token can still be comp
 
 Masks are built lazily on a state's first visit, then kept as packed bitsets (uint32 words,
 little-endian bit order: token i is bit i % 32 of word i // 32), as bool arrays, and as
-torch bool tensors per device. A first visit takes one of two ways, fastest first:
+torch bool tensors per device. A first visit takes one of three ways, fastest first:
 
 - a state with one way on (keys, punctuation): the tokens that are a prefix of its forced
   bytes, plus the few that run past them, walked one by one (no vectorised walk);
+- a string body (`string_body`): body tokens by their character count, and a walk of the
+  small trie of the other tokens;
 - otherwise one vectorised walk of the vocabulary's byte trie (`trie.TokenTrie`).
 
-The trie is built once per tokenizer and shared by every index over it. An optional disk
-cache keyed by (DFA fingerprint, tokenizer fingerprint) stores the packed masks.
+The trie and the string-body tables are built once per tokenizer and shared by every index
+over it. An optional disk cache keyed by (DFA fingerprint, tokenizer fingerprint) stores
+the packed masks.
 """
 
 from __future__ import annotations
@@ -23,30 +26,47 @@ import hashlib
 import os
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
+from kor_cli.grammar.string_body import BodyChains, BodyTokens
 from kor_cli.grammar.trie import TokenTrie
 from kor_cli.grammar.vocab import TokenizerInfo
 
 FORCED_LIMIT = 256
 _CACHE_FORMAT = "kor-index-v1"
-_TRIES: dict[str, TokenTrie] = {}
-_MAX_TRIES = 4
+_MAX_TOKENIZERS = 4
 _MAX_STATES = 1 << 23  # state << 8 | byte must fit an int32 index
 _MAX_RUN_ON = 64  # tokens past a forced string walked one by one; more: a trie walk
 
 
-def token_trie(info: TokenizerInfo) -> TokenTrie:
-    """The byte trie of `info`'s tokens (stop ids left out), shared per tokenizer."""
-    trie = _TRIES.get(info.fingerprint)
-    if trie is None:
+class _Shared(NamedTuple):
+    """What every index over one tokenizer shares."""
+
+    trie: TokenTrie
+    body: BodyTokens
+
+
+_SHARED: dict[str, _Shared] = {}
+
+
+def _shared(info: TokenizerInfo) -> _Shared:
+    """The trie and string-body tables of `info`, built once (the latest few are kept)."""
+    shared = _SHARED.get(info.fingerprint)
+    if shared is None:
         trie = TokenTrie(info.token_bytes, exclude=info.stop_ids)
-        if len(_TRIES) >= _MAX_TRIES:
-            _TRIES.pop(next(iter(_TRIES)))
-        _TRIES[info.fingerprint] = trie
-    return trie
+        shared = _Shared(trie, BodyTokens(info.token_bytes, exclude=info.stop_ids))
+        if len(_SHARED) >= _MAX_TOKENIZERS:
+            _SHARED.pop(next(iter(_SHARED)))
+        _SHARED[info.fingerprint] = shared
+    return shared
+
+
+def token_trie(info: TokenizerInfo) -> TokenTrie:
+    """The byte trie of `info`'s tokens (stop ids left out), shared per tokenizer; built
+    together with the tokenizer's string-body tables."""
+    return _shared(info).trie
 
 
 class TokenIndex:
@@ -79,7 +99,8 @@ class TokenIndex:
         self._single = np.where(outgoing == 1, (table != 0).argmax(axis=1), -1)
         self._stops = np.asarray(info.stop_ids, dtype=np.int64)
         self._stop_set = frozenset(info.stop_ids)
-        self._trie = token_trie(info)
+        self._trie, self._body = _shared(info)
+        self._chains = BodyChains(table, self._body.longest)
         self._words = (self.vocab_size + 31) // 32
         self._packed: dict[int, np.ndarray] = {}
         self._bool: dict[int, np.ndarray] = {}
@@ -138,9 +159,15 @@ class TokenIndex:
             if words is not None:
                 self._packed[state] = words
                 return None
-        mask = np.zeros(self._words * 32, dtype=bool)  # whole words: packs without a copy
-        row = self._flat[state << 8 : (state + 1) << 8]
-        self._trie.walk(self._flat, row, mask[: self.vocab_size])
+        found = self._chains.ahead(state)
+        if found is None:
+            mask = np.zeros(self._words * 32, dtype=bool)  # whole words: packs without a copy
+            row = self._flat[state << 8 : (state + 1) << 8]
+            self._trie.walk(self._flat, row, mask[: self.vocab_size])
+        else:
+            remaining, after = found
+            mask = self._body.mask(remaining)
+            self._body.rest.walk(self._flat, after, mask[: self.vocab_size])
         if self._accepting[state]:
             mask[self._stops] = True
         self._packed[state] = np.packbits(mask, bitorder="little").view("<u4")

@@ -1,0 +1,188 @@
+"""String bodies: DFA states whose token masks follow from character counts.
+
+A *body character* is one a JSON string carries unescaped: any but `"`, `\\` and the
+controls below U+0020, as valid UTF-8. In a state from which every body character leads to
+one common state, and so on from there, the states form a chain: a loop (a free string) or
+a countdown that dies after r more characters (maxLength). From a chain state a token that
+starts with k body characters is at the chain's k-th state after them (dead if k > r), so:
+
+- a *body token* (nothing but body characters) is allowed iff its count is at most r;
+- any other token is walked from the k-th chain state over the rest of its bytes. These
+  rests (a quote and what follows, an escape, a partial UTF-8 character, ...) are short,
+  so the trie of all other tokens keyed by (k, rest) is small and shallow.
+
+Soundness rests on checking every body character at the byte level, stage by stage: all
+lead bytes of one UTF-8 length class (RFC 3629: no overlongs, surrogates or code points
+above U+10FFFF) must reach one state, from which every allowed continuation byte reaches
+one state, and so on, ending in the chain's next state. That is sufficient (every body
+character takes the chain's step) and, in a minimal DFA, also necessary.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from kor_cli.grammar.trie import TokenTrie
+
+_NOT_BODY = np.iinfo(np.int32).max  # the character count of tokens that are not body tokens
+_ESCAPED = re.compile(r'[\x00-\x1f"\\]')  # what a JSON string may not hold unescaped
+_PROBE = ord("a")  # a body character that spells the chain
+_MAX_LEAD = 255  # leading body characters split off a token (its first trie byte)
+_LEADS = np.arange(_MAX_LEAD + 1)
+
+_ASCII = tuple(b for b in range(0x20, 0x80) if b not in b'"\\')
+_ASCII_BYTES = np.asarray(_ASCII)
+_CONT = range(0x80, 0xC0)
+# lead bytes → the ranges of the bytes that follow them, per UTF-8 length class
+_GROUPS: tuple[tuple[Sequence[int], tuple[range, ...]], ...] = (
+    (_ASCII, ()),
+    (range(0xC2, 0xE0), (_CONT,)),
+    ((0xE0,), (range(0xA0, 0xC0), _CONT)),
+    ((*range(0xE1, 0xED), 0xEE, 0xEF), (_CONT, _CONT)),
+    ((0xED,), (range(0x80, 0xA0), _CONT)),
+    ((0xF0,), (range(0x90, 0xC0), _CONT, _CONT)),
+    ((0xF1, 0xF2, 0xF3), (_CONT, _CONT, _CONT)),
+    ((0xF4,), (range(0x80, 0x90), _CONT, _CONT)),
+)
+
+
+class BodyTokens:
+    """Per tokenizer: each token's body-character count (body tokens) and a trie of the
+    other tokens, each keyed by bytes([k]) + its bytes after its first k body characters."""
+
+    def __init__(self, token_bytes: Sequence[bytes | None], exclude: Sequence[int] = ()) -> None:
+        skip = set(exclude)
+        width = -(-len(token_bytes) // 32) * 32  # whole packed words
+        counts = np.full(width, _NOT_BODY, dtype=np.int32)
+        keyed: list[bytes | None] = [None] * len(token_bytes)
+        longest = 0
+        for token, data in enumerate(token_bytes):
+            if not data or token in skip:
+                continue
+            lead = _body_lead(data)
+            size = len(lead.encode("utf-8"))
+            if size == len(data):
+                counts[token] = len(lead)
+            else:
+                keyed[token] = bytes([len(lead)]) + data[size:]
+            longest = max(longest, len(lead))
+        self.counts = counts  # token id → characters (_NOT_BODY: not a body token); padded
+        self.longest = longest  # no token starts with more body characters
+        self.rest = TokenTrie(keyed)
+
+    def mask(self, remaining: int) -> np.ndarray:
+        """Bool [padded width]: the body tokens of at most `remaining` characters."""
+        return self.counts <= remaining
+
+
+def _body_lead(data: bytes) -> str:
+    """The body characters `data` starts with (at most _MAX_LEAD)."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        text = data[: error.start].decode("utf-8")
+    found = _ESCAPED.search(text, 0, _MAX_LEAD)
+    return text[: found.start() if found else _MAX_LEAD]
+
+
+class BodyChains:
+    """Per DFA: the chain of body steps through each state, for the states on one."""
+
+    def __init__(self, table: np.ndarray, longest: int) -> None:
+        """`table`: the [num_states, 256] transitions (dead state 0, dead ends pruned);
+        `longest`: no token starts with more body characters (counts are capped there)."""
+        self._table = table
+        self._walker = memoryview(np.ascontiguousarray(table).ravel())
+        self._cap = longest
+        # state → (chain, its position, loop start or -1, body characters left)
+        self._on: dict[int, tuple[np.ndarray, int, int, int] | None] = {}
+
+    def ahead(self, state: int) -> tuple[int, np.ndarray] | None:
+        """For a state on a chain: how many more body characters it takes (at most
+        `longest`) and the states after k = 0..255 of them (0: dead); else None."""
+        if state not in self._on:
+            self._follow(state)
+        found = self._on[state]
+        if found is None:
+            return None
+        chain, at, loop, remaining = found
+        steps = at + _LEADS
+        if loop >= 0:
+            steps = np.where(steps < len(chain), steps, loop + (steps - loop) % (len(chain) - loop))
+        return remaining, chain[np.minimum(steps, len(chain) - 1)]
+
+    def _follow(self, state: int) -> None:
+        """Follow and check the chain from `state`; remember what it tells."""
+        row = self._table[state, _ASCII_BYTES]
+        if (row != row[0]).any():
+            self._on[state] = None
+            return
+        chain, seen, nxt = [state], {state: 0}, int(row[0])
+        while nxt and nxt not in seen and len(chain) <= self._cap:
+            seen[nxt] = len(chain)
+            chain.append(nxt)
+            nxt = self._walker[(nxt << 8) | _PROBE]
+        if not _steps_hold(self._table, np.asarray(chain), np.asarray([*chain[1:], nxt])):
+            self._on[state] = None
+        elif not nxt:  # a countdown: exact for every state on it
+            ends = np.asarray([*chain, 0])
+            for at, on in enumerate(chain):
+                self._on[on] = (ends, at, -1, len(chain) - 1 - at)
+        elif nxt in seen:  # a loop, maybe after a lead-in
+            loop = np.asarray(chain)
+            for at, on in enumerate(chain):
+                self._on[on] = (loop, at, seen[nxt], self._cap)
+        else:  # at least `longest` more: known for the first state only
+            self._on[state] = (np.asarray(chain), 0, -1, self._cap)
+
+
+@dataclass(frozen=True)
+class _Stage:
+    """One byte position of the body characters, for every UTF-8 length class still reading."""
+
+    source: np.ndarray  # probe column → the column of its class's state so far
+    probe: np.ndarray  # probe column → the byte read
+    expect: np.ndarray  # probe column → the column it must equal (-1: the chain's next state)
+    going: np.ndarray  # the first probe column of each class that reads on
+
+
+def _stages() -> tuple[_Stage, ...]:
+    stages = []
+    active = list(_GROUPS)  # the classes still reading, in the order of their columns
+    for depth in range(max(len(follow) for _, follow in _GROUPS) + 1):
+        source: list[int] = []
+        probe: list[int] = []
+        expect: list[int] = []
+        going: list[int] = []
+        reading = []
+        for column, (leads, follow) in enumerate(active):
+            data = follow[depth - 1] if depth else leads
+            head, ends = len(probe), len(follow) == depth
+            source += [column if depth else 0] * len(data)
+            probe += data
+            expect += [-1 if ends else head] * len(data)
+            if not ends:
+                going.append(head)
+                reading.append((leads, follow))
+        columns = (source, probe, expect, going)
+        stages.append(_Stage(*(np.asarray(c, dtype=np.intp) for c in columns)))
+        active = reading
+    return tuple(stages)
+
+
+_STAGES = _stages()
+
+
+def _steps_hold(table: np.ndarray, states: np.ndarray, targets: np.ndarray) -> bool:
+    """True when every body character leads from `states[i]` to `targets[i]`, for all i."""
+    current = states[:, None]
+    for stage in _STAGES:
+        reached = np.column_stack((table[current[:, stage.source], stage.probe], targets))
+        if not (reached[:, :-1] == reached[:, stage.expect]).all():
+            return False
+        current = reached[:, stage.going]
+    return True
