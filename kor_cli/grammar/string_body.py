@@ -30,6 +30,7 @@ from kor_cli.grammar.trie import TokenTrie
 
 _NOT_BODY = np.iinfo(np.int32).max  # the character count of tokens that are not body tokens
 _ESCAPED = re.compile(r'[\x00-\x1f"\\]')  # what a JSON string may not hold unescaped
+_ESCAPED_BYTES = re.compile(_ESCAPED.pattern.encode())
 _PROBE = ord("a")  # a body character that spells the chain
 _MAX_LEAD = 255  # leading body characters split off a token (its first trie byte)
 _LEADS = np.arange(_MAX_LEAD + 1)
@@ -57,21 +58,24 @@ class BodyTokens:
     def __init__(self, token_bytes: Sequence[bytes | None], exclude: Sequence[int] = ()) -> None:
         skip = set(exclude)
         width = -(-len(token_bytes) // 32) * 32  # whole packed words
-        counts = np.full(width, _NOT_BODY, dtype=np.int32)
+        body: list[int] = []
+        counts: list[int] = []
         keyed: list[bytes | None] = [None] * len(token_bytes)
         longest = 0
         for token, data in enumerate(token_bytes):
             if not data or token in skip:
                 continue
-            lead = _body_lead(data)
-            size = len(lead.encode("utf-8"))
+            chars, size = _body_lead(data)
             if size == len(data):
-                counts[token] = len(lead)
+                body.append(token)
+                counts.append(chars)
             else:
-                keyed[token] = bytes([len(lead)]) + data[size:]
-            longest = max(longest, len(lead))
-        self.counts = counts  # token id → characters (_NOT_BODY: not a body token); padded
-        self.longest = longest  # no token starts with more body characters
+                keyed[token] = bytes([chars]) + data[size:]
+                longest = max(longest, chars)
+        self.counts = np.full(width, _NOT_BODY, dtype=np.int32)  # padded
+        self.counts[body] = counts  # token id → characters (_NOT_BODY: not a body token)
+        # no token starts with more body characters
+        self.longest = max(longest, max(counts, default=0))
         self.rest = TokenTrie(keyed)
 
     def mask(self, remaining: int) -> np.ndarray:
@@ -79,14 +83,19 @@ class BodyTokens:
         return self.counts <= remaining
 
 
-def _body_lead(data: bytes) -> str:
-    """The body characters `data` starts with (at most _MAX_LEAD)."""
+def _body_lead(data: bytes) -> tuple[int, int]:
+    """How many body characters `data` starts with (at most _MAX_LEAD), and their bytes."""
+    if data.isascii():
+        found = _ESCAPED_BYTES.search(data, 0, _MAX_LEAD)
+        size = found.start() if found else min(len(data), _MAX_LEAD)
+        return size, size
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as error:
         text = data[: error.start].decode("utf-8")
     found = _ESCAPED.search(text, 0, _MAX_LEAD)
-    return text[: found.start() if found else _MAX_LEAD]
+    lead = text[: found.start() if found else _MAX_LEAD]
+    return len(lead), len(lead.encode("utf-8"))
 
 
 class BodyChains:
@@ -185,4 +194,6 @@ def _steps_hold(table: np.ndarray, states: np.ndarray, targets: np.ndarray) -> b
         if not (reached[:, :-1] == reached[:, stage.expect]).all():
             return False
         current = reached[:, stage.going]
+        if current.size and not current.any():  # all dead: what follows must end dead
+            return not targets.any()
     return True

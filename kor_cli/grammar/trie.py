@@ -45,6 +45,7 @@ class TokenTrie:
 
         parents: list[np.ndarray] = []
         bytes_: list[np.ndarray] = []
+        branch_first = np.zeros(0, dtype=np.int64)
         branch: list[np.ndarray] = []  # per level ≥ 1: each node's level-1 ancestor
         offsets = [0]
         self.token_node = np.zeros(len(ids), dtype=np.int32)  # sorted token → its end node
@@ -55,6 +56,8 @@ class TokenTrie:
             reps = members[fresh]
             bytes_.append(padded[reps, level])
             parents.append(node_of[reps])
+            if level == 1:
+                branch_first = reps
             if level:
                 parent_local = node_of[reps] - offsets[level - 1]
                 branch.append(branch[-1][parent_local] if branch else np.arange(len(reps)))
@@ -73,6 +76,11 @@ class TokenTrie:
         self.byte = _cat(bytes_, np.int32)
         firsts = padded[:, 0] if len(ids) else np.zeros(0, dtype=np.uint8)
         self.token_ranges = np.searchsorted(firsts, np.arange(257))  # sorted tokens by byte
+        # one-byte tokens sort first among those of their byte: they end here
+        self.single_end = self.token_ranges[:-1] + np.bincount(firsts[lens == 1], minlength=256)
+        # the tokens under level-1 node n: branch_tokens[n] .. branch_tokens[n + 1] (give or
+        # take the one-byte token of the next first byte)
+        self.branch_tokens = np.append(branch_first, len(ids))
         roots = offsets[1] if depth else 0
         seconds = offsets[2] if depth > 1 else roots
         # children of root r on level 1: child_ranges[r] .. child_ranges[r + 1]
@@ -98,8 +106,8 @@ class TokenTrie:
         """Memory held by the trie's arrays."""
         arrays = (
             self.token_ids, self.token_node, self.node_by_id, self.parent, self.byte,
-            self.token_ranges, self.child_ranges, self.branch_key, self.branch_nodes,
-            self.branch_depth,
+            self.token_ranges, self.single_end, self.child_ranges, self.branch_key,
+            self.branch_nodes, self.branch_depth, self.branch_tokens,
         )  # fmt: skip
         return sum(a.nbytes for a in arrays)
 
@@ -148,9 +156,13 @@ class TokenTrie:
                 out[self.token_ids[states.take(self.token_node) != 0]] = True
             states[:end] = 0
         else:
-            nodes = self._walk_branches(transitions, states, branches)
+            firsts, lasts = _runs(branches)  # one range per run on each level
+            nodes = self._walk_branches(transitions, states, branches, firsts, lasts)
             heads = self.byte[live_roots]
-            chosen = _expand(self.token_ranges[heads], self.token_ranges[heads + 1])
+            chosen = np.concatenate((
+                _expand(self.token_ranges[heads], self.single_end[heads]),
+                _expand(self.branch_tokens[firsts], self.branch_tokens[lasts + 1]),
+            ))  # fmt: skip
             alive = states.take(self.token_node.take(chosen)) != 0
             out[self.token_ids.take(chosen[alive])] = True
             states[:roots] = 0
@@ -180,17 +192,18 @@ class TokenTrie:
         return end
 
     def _walk_branches(
-        self, transitions: np.ndarray, states: np.ndarray, branches: np.ndarray
+        self,
+        transitions: np.ndarray,
+        states: np.ndarray,
+        branches: np.ndarray,
+        firsts: np.ndarray,
+        lasts: np.ndarray,
     ) -> np.ndarray:
-        """Levels 2 and deeper, only under the live level-1 nodes `branches`; returns the
-        nodes it may have written."""
+        """Levels 2 and deeper, only under the live level-1 nodes `branches` (in runs
+        firsts[i] .. lasts[i]); returns the nodes it may have written."""
         levels = np.arange(2, int(self.branch_depth[branches].max(initial=0)), dtype=np.int64)
         if not len(levels):
             return np.zeros(0, dtype=np.int64)
-        # runs of consecutive level-1 nodes: one range per run on each level
-        cut = np.flatnonzero(np.diff(branches) != 1) + 1
-        firsts = branches[np.concatenate(([0], cut))]
-        lasts = branches[np.concatenate((cut - 1, [len(branches) - 1]))]
         base = levels[:, None] * self.branch_width
         lo = np.searchsorted(self.branch_key, (base + firsts[None, :]).ravel())
         hi = np.searchsorted(self.branch_key, (base + lasts[None, :] + 1).ravel())
@@ -202,6 +215,14 @@ class TokenTrie:
             if not states[part].any():
                 break  # every deeper node descends from a dead one
         return nodes
+
+
+def _runs(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The first and the last of each run of consecutive integers in sorted `values`."""
+    if not len(values):
+        return values, values
+    breaks = np.flatnonzero(np.diff(values) != 1)
+    return values[np.concatenate(([0], breaks + 1))], values[np.concatenate((breaks, [-1]))]
 
 
 def _above(prefix: bytes) -> bytes | None:
