@@ -220,3 +220,15 @@ def test_brute_masks_agree_with_the_byte_by_byte_oracle(dfa: ToyDFA, vocab: list
         assert np.array_equal(
             fast[state], brute_allowed(dfa, info.token_bytes, [len(vocab)], state)
         )
+
+
+@pytest.mark.parametrize("schema", [{"type": "string"}, {"type": "string", "maxLength": 9}])
+def test_tokens_that_open_a_string(schema: dict) -> None:
+    """A forced quote with too many tokens after it: they are judged less the quote, and
+    may hold more body characters than any token that does not start with one."""
+    vocab = [b'"', b'"' + b"a" * 10, b'"' + b"a" * 9, b'"ab"', b'"a\\n', b'"\xc3', b"a", b"b"]
+    dfa = toy_dfa(compile_json_schema(schema).dfa)
+    with mock.patch.object(index_module, "_MAX_RUN_ON", 0):
+        check_all_states(dfa, TokenizerInfo([*vocab, None], stop_ids=[len(vocab)]))
+    index = TokenIndex(dfa, TokenizerInfo([*vocab, None], stop_ids=[len(vocab)]))
+    assert index.allowed(dfa.start)[1] == ("maxLength" not in schema)

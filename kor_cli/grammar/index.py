@@ -12,7 +12,8 @@ torch bool tensors per device. A first visit takes one of three ways, fastest fi
 - a state with one way on (keys, punctuation): the tokens that are a prefix of its forced
   bytes, plus the few that run past them, walked one by one (no vectorised walk);
 - a string body (`string_body`): body tokens by their character count, and a walk of the
-  small trie of the other tokens;
+  small trie of the other tokens; likewise, less their quote, the tokens that open a string
+  (a forced `"` followed by too many tokens to walk one by one);
 - otherwise one vectorised walk of the vocabulary's byte trie (`trie.TokenTrie`).
 
 The trie and the string-body tables are built once per tokenizer and shared by every index
@@ -39,6 +40,7 @@ _CACHE_FORMAT = "kor-index-v1"
 _MAX_TOKENIZERS = 4
 _MAX_STATES = 1 << 23  # state << 8 | byte must fit an int32 index
 _MAX_RUN_ON = 64  # tokens past a forced string walked one by one; more: a trie walk
+_QUOTE = ord('"')
 
 
 class _Shared(NamedTuple):
@@ -46,6 +48,7 @@ class _Shared(NamedTuple):
 
     trie: TokenTrie
     body: BodyTokens
+    quoted: BodyTokens  # the tokens that start with a quote, less the quote
 
 
 _SHARED: dict[str, _Shared] = {}
@@ -55,8 +58,13 @@ def _shared(info: TokenizerInfo) -> _Shared:
     """The trie and string-body tables of `info`, built once (the latest few are kept)."""
     shared = _SHARED.get(info.fingerprint)
     if shared is None:
-        trie = TokenTrie(info.token_bytes, exclude=info.stop_ids)
-        shared = _Shared(trie, BodyTokens(info.token_bytes, exclude=info.stop_ids))
+        tokens, stops = info.token_bytes, info.stop_ids
+        quoted = [t[1:] if t and t[0] == _QUOTE else None for t in tokens]
+        shared = _Shared(
+            TokenTrie(tokens, exclude=stops),
+            BodyTokens(tokens, exclude=stops),
+            BodyTokens(quoted, exclude=stops),
+        )
         if len(_SHARED) >= _MAX_TOKENIZERS:
             _SHARED.pop(next(iter(_SHARED)))
         _SHARED[info.fingerprint] = shared
@@ -99,8 +107,8 @@ class TokenIndex:
         self._single = np.where(outgoing == 1, (table != 0).argmax(axis=1), -1)
         self._stops = np.asarray(info.stop_ids, dtype=np.int64)
         self._stop_set = frozenset(info.stop_ids)
-        self._trie, self._body = _shared(info)
-        self._chains = BodyChains(table, self._body.longest)
+        self._trie, self._body, self._quoted = _shared(info)
+        self._chains = BodyChains(table, max(self._body.longest, self._quoted.longest))
         self._words = (self.vocab_size + 31) // 32
         self._packed: dict[int, np.ndarray] = {}
         self._bool: dict[int, np.ndarray] = {}
@@ -154,24 +162,38 @@ class TokenIndex:
         if not 0 < state < self.num_states:
             self._packed[state] = np.zeros(self._words, dtype="<u4")
             return None
-        if self._single[state] >= 0 and not self._accepting[state]:
+        mask = None
+        single = self._single[state]
+        if single >= 0 and not self._accepting[state]:
             words = self._forced_words(state)
             if words is not None:
                 self._packed[state] = words
                 return None
-        found = self._chains.ahead(state)
-        if found is None:
+            if single == _QUOTE:  # a string opens: its tokens less the quote, from inside
+                mask = self._chain_mask(self._quoted, self._walker[(state << 8) | _QUOTE])
+                if mask is not None:
+                    mask[self._trie.token_ids[self._trie.along(b'"')[0]]] = True
+        if mask is None:
+            mask = self._chain_mask(self._body, state)
+        if mask is None:
             mask = np.zeros(self._words * 32, dtype=bool)  # whole words: packs without a copy
             row = self._flat[state << 8 : (state + 1) << 8]
             self._trie.walk(self._flat, row, mask[: self.vocab_size])
-        else:
-            remaining, after = found
-            mask = self._body.mask(remaining)
-            self._body.rest.walk(self._flat, after, mask[: self.vocab_size])
         if self._accepting[state]:
             mask[self._stops] = True
         self._packed[state] = np.packbits(mask, bitorder="little").view("<u4")
         return mask[: self.vocab_size]
+
+    def _chain_mask(self, tables: BodyTokens, state: int) -> np.ndarray | None:
+        """Bool [whole words]: the tokens of `tables` that survive from `state`, a state on
+        a chain of body steps (None when it is on none)."""
+        found = self._chains.ahead(state)
+        if found is None:
+            return None
+        remaining, after = found
+        mask = tables.mask(remaining)
+        tables.rest.walk(self._flat, after, mask[: self.vocab_size])
+        return mask
 
     def _forced_words(self, state: int) -> np.ndarray | None:
         """The packed mask of a state with one way on: the tokens that are a prefix of its
