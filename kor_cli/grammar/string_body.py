@@ -112,7 +112,9 @@ class BodyChains:
 
     def ahead(self, state: int) -> tuple[int, np.ndarray] | None:
         """For a state on a chain: how many more body characters it takes (at most
-        `longest`) and the states after k = 0..255 of them (0: dead); else None."""
+        `longest`) and the states after k = 0..255 of them (0: dead); else None. A chain
+        starts with a live step (its last state, where every body character dies, is only
+        known as part of it: on its own a trie walk serves it as fast)."""
         if state not in self._on:
             self._follow(state)
         found = self._on[state]
@@ -126,11 +128,12 @@ class BodyChains:
 
     def _follow(self, state: int) -> None:
         """Follow and check the chain from `state`; remember what it tells."""
-        row = self._table[state, _ASCII_BYTES]
-        if (row != row[0]).any():
+        nxt = self._walker[(state << 8) | _PROBE]
+        row = self._table[state, _ASCII_BYTES] if nxt else None
+        if row is None or (row != nxt).any():  # a chain's first step is a live one
             self._on[state] = None
             return
-        chain, seen, nxt = [state], {state: 0}, int(row[0])
+        chain, seen = [state], {state: 0}
         while nxt and nxt not in seen and len(chain) <= self._cap:
             seen[nxt] = len(chain)
             chain.append(nxt)

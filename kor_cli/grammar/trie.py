@@ -6,7 +6,7 @@ level and, within a level, in byte order, so the subtree of any node is one cont
 range on every level. A walk first computes levels 0 and 1 (first and second bytes); if
 the surviving two-byte prefixes cover few nodes (structural states: keys, punctuation),
 it walks only their ranges, otherwise (inside free text) it walks every level as whole
-array slices (about 2 ms for Qwen on one core), stopping at the first all-dead level.
+array slices (about 2 ms for Qwen on one core), stopping at an all-dead level.
 The per-node state buffer is pooled and put back all-zero, so a walk allocates nothing
 large.
 """
@@ -20,6 +20,7 @@ import numpy as np
 
 # Above this share of all nodes under live two-byte prefixes, walk whole levels instead.
 _DENSE_SHARE = 0.25
+_DEAD_CHECK = 4  # a dense walk looks for an all-dead level every this many levels
 
 
 class TokenTrie:
@@ -79,7 +80,7 @@ class TokenTrie:
         # one-byte tokens sort first among those of their byte: they end here
         self.single_end = self.token_ranges[:-1] + np.bincount(firsts[lens == 1], minlength=256)
         # the tokens under level-1 node n: branch_tokens[n] .. branch_tokens[n + 1] (give or
-        # take the one-byte token of the next first byte)
+        # take the one-byte token of the next first byte: it ends at a root, also walked)
         self.branch_tokens = np.append(branch_first, len(ids))
         roots = offsets[1] if depth else 0
         seconds = offsets[2] if depth > 1 else roots
@@ -156,18 +157,20 @@ class TokenTrie:
                 out[self.token_ids[states.take(self.token_node) != 0]] = True
             states[:end] = 0
         else:
-            firsts, lasts = _runs(branches)  # one range per run on each level
-            nodes = self._walk_branches(transitions, states, branches, firsts, lasts)
-            heads = self.byte[live_roots]
-            chosen = np.concatenate((
-                _expand(self.token_ranges[heads], self.single_end[heads]),
-                _expand(self.branch_tokens[firsts], self.branch_tokens[lasts + 1]),
-            ))  # fmt: skip
-            alive = states.take(self.token_node.take(chosen)) != 0
-            out[self.token_ids.take(chosen[alive])] = True
+            heads = self.byte[live_roots]  # their one-byte tokens are allowed
+            out[self.token_ids[_expand(self.token_ranges[heads], self.single_end[heads])]] = True
+            if len(branches):
+                firsts, lasts = _runs(branches)  # one range per run on each level
+                nodes = self._walk_branches(transitions, states, branches, firsts, lasts)
+                chosen = _expand(self.branch_tokens[firsts], self.branch_tokens[lasts + 1])
+                alive = states.take(self.token_node.take(chosen)) != 0
+                out[self.token_ids.take(chosen[alive])] = True
+                if 16 * len(nodes) > self.num_nodes:
+                    states[self.offsets[2] :] = 0  # one fill beats a large scatter
+                else:
+                    states[nodes] = 0
             states[:roots] = 0
             states[level1] = 0
-            states[nodes] = 0
         self._pool.append(states)
 
     def _step(self, transitions: np.ndarray, states: np.ndarray, nodes: np.ndarray) -> None:
@@ -178,8 +181,8 @@ class TokenTrie:
         states[nodes] = transitions.take(index)
 
     def _walk_dense(self, transitions: np.ndarray, states: np.ndarray) -> int:
-        """Levels 2 and deeper as whole slices, down to the first all-dead level; returns
-        the end of the nodes written."""
+        """Levels 2 and deeper as whole slices, down to an all-dead level (checked every
+        _DEAD_CHECK levels); returns the end of the nodes written."""
         end = self.offsets[min(2, self.depth)]
         for level in range(2, self.depth):
             lo, end = self.offsets[level], self.offsets[level + 1]
@@ -187,7 +190,7 @@ class TokenTrie:
             np.left_shift(index, 8, out=index)
             np.bitwise_or(index, self.byte[lo:end], out=index)
             transitions.take(index, out=states[lo:end])
-            if not states[lo:end].any():
+            if level % _DEAD_CHECK == 0 and not states[lo:end].any():
                 break  # every deeper node descends from a dead one
         return end
 
