@@ -8,9 +8,10 @@ bit. OpenAI's recursive UI schema is unrolled to depth 3 by kor-cli and outlines
 while XGrammar and llguidance keep the recursion (pushdown); the walked instances are
 shallower than that.
 
-Per tokenizer, once: each engine's tokenizer setup (ours: TokenizerInfo + byte trie;
-XGrammar: TokenizerInfo + GrammarCompiler; llguidance: LLTokenizer; outlines-core: a
-Vocabulary built from our byte table, since it cannot read a local HF tokenizer).
+Per tokenizer, once: each engine's tokenizer setup (ours: TokenizerInfo, byte trie and
+string-body tables; XGrammar: TokenizerInfo + GrammarCompiler; llguidance: LLTokenizer;
+outlines-core: a Vocabulary built from our byte table, since it cannot read a local HF
+tokenizer).
 Per engine × schema × tokenizer:
 
 - compile: schema → ready matcher (ours: compile_json_schema + TokenIndex, grammar cache
@@ -81,7 +82,7 @@ class Kor:
 
     def __init__(self, tokenizer: Any, info: TokenizerInfo) -> None:
         self.info = info
-        token_trie(info)  # shared byte trie: part of the per-tokenizer setup
+        token_trie(info)  # shared trie and string-body tables: per-tokenizer setup
 
     def compile(self, schema: Any) -> TokenIndex:
         kor_compile._cache.clear()  # time the real compile, not the LRU cache

@@ -77,6 +77,12 @@ def token_trie(info: TokenizerInfo) -> TokenTrie:
     return _shared(info).trie
 
 
+def shared_nbytes(info: TokenizerInfo) -> int:
+    """Memory held by the tables shared per tokenizer: the trie and string-body tables."""
+    trie, body, quoted = _shared(info)
+    return trie.nbytes + body.nbytes + quoted.nbytes
+
+
 class TokenIndex:
     """Allowed-token masks of every DFA state over one tokenizer, built lazily and cached.
 

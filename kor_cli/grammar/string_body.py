@@ -78,6 +78,11 @@ class BodyTokens:
         self.longest = max(longest, max(counts, default=0))
         self.rest = TokenTrie(keyed)
 
+    @property
+    def nbytes(self) -> int:
+        """Memory held by the counts and the trie of the other tokens."""
+        return self.counts.nbytes + self.rest.nbytes
+
     def mask(self, remaining: int) -> np.ndarray:
         """Bool [padded width]: the body tokens of at most `remaining` characters."""
         return self.counts <= remaining
