@@ -34,12 +34,14 @@ class LoadedModel:
         return bool(getattr(self.tokenizer, "chat_template", None))
 
 
+def demo_model_path() -> str:
+    """The packaged demo model: a tiny stand-in trained on the sample schemas only."""
+    return str(Path(__file__).resolve().parent / "resources" / "demo_model")
+
+
 def resolve_model_name(model: str | None) -> str:
-    """The model to use: `-m`, else $KOR_CLI_MODEL, else a usage error."""
-    name = model or os.environ.get(MODEL_ENV)
-    if not name:
-        raise UsageError(f"no model given: pass -m/--model PATH_OR_HUB_ID or set ${MODEL_ENV}")
-    return name
+    """The model to use: `-m`, else $KOR_CLI_MODEL, else the packaged demo model."""
+    return model or os.environ.get(MODEL_ENV) or demo_model_path()
 
 
 def pick_device(device: str = "auto") -> Any:

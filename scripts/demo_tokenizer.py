@@ -2,9 +2,11 @@
 
 Pre-tokenization keeps ` <json>` and `</json>` whole, gives every Han character its own
 piece (so a span copied from a Chinese review tokenizes the same in input and output),
-splits digits one by one, keeps spaces apart from words (a name is the same tokens in the
-text and inside a JSON string) and keeps JSON punctuation runs such as `": "` and `", "`
-together. Every byte is in the base alphabet, so no text is ever out of vocabulary.
+splits digits one by one, lets a word take the one space after it (so `Ingrid ` + `Schmidt`
+are the same tokens in the text and in a JSON string, and copying the next word of a name
+is a plain "what followed this token" lookup) and keeps JSON punctuation runs such as
+`": "` and `", "` together. Every byte is in the base alphabet, so no text is ever out of
+vocabulary.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ _PUNCT = r"(?:(?!</?json>)[^\s\p{L}\p{N}])"
 PRETOKEN_PATTERN = (
     r" ?</?json>"  # the answer tags, with the space that opens an answer
     r"|\p{Han}"  # one Chinese character per piece
-    r"|[\p{L}&&[^\p{Han}]]+"  # other letters: a word without its space
+    r"|[\p{L}&&[^\p{Han}]]+(?: (?!</?json>))?"  # other letters: a word and one space after
     r"|\p{N}"  # one digit
     rf"|{_PUNCT}+(?: {_PUNCT}+)*(?: (?! ?</?json>))?"  # punctuation runs: {"  ": "  ", "
     r"|\s+"

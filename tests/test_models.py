@@ -4,8 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from kor_cli.errors import EXIT_MODEL, ModelError, UsageError
-from kor_cli.models import collect_stop_ids, load_model, resolve_model_name
+from kor_cli.errors import EXIT_MODEL, ModelError
+from kor_cli.models import collect_stop_ids, demo_model_path, load_model, resolve_model_name
 
 
 def test_missing_path(tmp_path: Path) -> None:
@@ -32,8 +32,9 @@ def test_model_name_from_env(monkeypatch: pytest.MonkeyPatch) -> None:
     assert resolve_model_name(None) == "some/model"
     assert resolve_model_name("other") == "other"
     monkeypatch.delenv("KOR_CLI_MODEL")
-    with pytest.raises(UsageError, match="no model given"):
-        resolve_model_name(None)
+    # no model given: the packaged demo model (see tests/test_demo_model.py)
+    assert resolve_model_name(None) == demo_model_path()
+    assert Path(demo_model_path(), "config.json").is_file()
 
 
 def test_stop_ids_merge_tokenizer_and_generation_config() -> None:
