@@ -13,7 +13,7 @@ import pytest
 from typer.testing import CliRunner
 
 from kor_cli.cli import app
-from kor_cli.models import MODEL_ENV, demo_model_path, load_model
+from kor_cli.models import MODEL_ENV, LoadedModel, demo_model_path, load_model
 
 ROOT = Path(__file__).resolve().parents[1]
 DEMO = Path(demo_model_path())
@@ -21,7 +21,7 @@ FILES = ("config.json", "generation_config.json", "model.safetensors", "tokenize
 
 
 @pytest.fixture(scope="module")
-def demo() -> object:
+def demo() -> LoadedModel:
     return load_model(None, device="cpu")
 
 
@@ -42,8 +42,8 @@ def test_default_model_loads_offline(monkeypatch: pytest.MonkeyPatch) -> None:
     assert loaded.vocab_size == len(loaded.tokenizer)
 
 
-def test_tokenizer_covers_bytes_and_keeps_json_tags(demo: object) -> None:
-    tokenizer = demo.tokenizer  # type: ignore[attr-defined]
+def test_tokenizer_covers_bytes_and_keeps_json_tags(demo: LoadedModel) -> None:
+    tokenizer = demo.tokenizer
     for text in ("这家火锅店的牛肉很新鲜", "Größe 🙂 ½", ' <json>{"a": [1, 2]}</json>'):
         ids = tokenizer(text, add_special_tokens=False)["input_ids"]
         assert tokenizer.decode(ids) == text
