@@ -14,7 +14,8 @@ from typing import Any
 
 import numpy as np
 
-from kor_cli.grammar.ast import Automaton, Node, alt, literal, seq
+from kor_cli.envelope import DEFAULT_ENVELOPE, Envelope
+from kor_cli.grammar.ast import Automaton, Node, alt
 from kor_cli.grammar.compile import Grammar, GrammarOptions, compile_json_schema
 from kor_cli.grammar.fsm import compile_ast
 from kor_cli.grammar.index import TokenIndex
@@ -150,13 +151,17 @@ REFUSAL_SCHEMA: dict[str, Any] = {
     "required": [REFUSAL_KEY],
     "additionalProperties": False,
 }
-JSON_OPEN, JSON_CLOSE = " <json>", "</json>"
 
 
 def record_grammar(
-    json_schema: dict[str, Any], *, allow_refusal: bool = False, lenient: bool = False
+    json_schema: dict[str, Any],
+    *,
+    allow_refusal: bool = False,
+    lenient: bool = False,
+    envelope: Envelope = DEFAULT_ENVELOPE,
 ) -> Grammar:
-    """The constrained output for a schema: ` <json>` + record JSON + `</json>`.
+    """The constrained output for a schema: the record's JSON in the envelope's wrapper
+    (by default ` <json>` + record JSON + `</json>`).
 
     The record is json.dumps-style JSON (`", "`, `": "`) like Kor's few-shot examples, so
     the model stays on the distribution its prompt shows; the fixed wrapper costs no
@@ -167,7 +172,7 @@ def record_grammar(
     body: Node = Automaton(record.dfa)
     if allow_refusal:
         body = alt(body, Automaton(compile_json_schema(REFUSAL_SCHEMA, options).dfa))
-    dfa = compile_ast(seq(literal(JSON_OPEN), body, literal(JSON_CLOSE)), options.max_states)
+    dfa = compile_ast(envelope.wrap(body), options.max_states)
     return Grammar(dfa, "json-schema", record.warnings)
 
 

@@ -7,9 +7,10 @@ from typing import Any, Literal
 
 from kor_cli.constrain import REFUSAL_KEY, ConstraintFactory, record_grammar
 from kor_cli.decode import Decoder, DecodeResult, SamplingOptions
+from kor_cli.envelope import DEFAULT_ENVELOPE, Envelope
 from kor_cli.errors import UsageError
 from kor_cli.models import LoadedModel, encode_prompt
-from kor_cli.parse import ParseFailure, extract_json_block, parse_json, parse_prompt_output
+from kor_cli.parse import ParseFailure, parse_prompt_output
 from kor_cli.prompt import render_prompt
 from kor_cli.schema import Schema
 from kor_cli.validate import validate_record
@@ -30,6 +31,7 @@ class ExtractOptions:
     chat: bool | None = None
     template: str | None = None
     input_formatter: str = "none"
+    envelope: Envelope = DEFAULT_ENVELOPE
 
 
 @dataclass
@@ -76,7 +78,10 @@ class Extractor:
         self.warnings: tuple[str, ...] = ()
         if options.mode == "constrained":
             grammar = record_grammar(
-                schema.json_schema(), allow_refusal=options.allow_refusal, lenient=options.lenient
+                schema.json_schema(),
+                allow_refusal=options.allow_refusal,
+                lenient=options.lenient,
+                envelope=options.envelope,
             )
             self.warnings = grammar.warnings
             self.constraints = ConstraintFactory(loaded, grammar, jump=options.jump)
@@ -87,6 +92,7 @@ class Extractor:
             text,
             template=self.options.template,
             input_formatter=self.options.input_formatter,
+            envelope=self.options.envelope,
         )
         return encode_prompt(self.loaded, prompt, chat=self.options.chat)
 
@@ -100,7 +106,7 @@ class Extractor:
         decoded = self.decoder.generate_batch(
             [self.prompt_ids(text) for text in texts],
             self.options.sampling,
-            stop_strings=("</json>",),
+            stop_strings=self.options.envelope.stop_strings,
             constraints=[factory.new() for _ in texts] if factory else None,
         )
         return [self._finish(result) for result in decoded]
@@ -114,7 +120,7 @@ class Extractor:
             if refusal is not None:
                 errors.append(f"refusal: the model says the text holds no answer: {refusal}")
             else:
-                data = parse_prompt_output(decoded.text, self.schema.root.id)
+                data = parse_prompt_output(decoded.text, self.schema.root.id, self.options.envelope)
         except ParseFailure as failure:
             errors.append(f"parse: {failure}")
             if decoded.finish_reason == "length":
@@ -142,7 +148,7 @@ class Extractor:
         if not self.options.allow_refusal:
             return None
         try:
-            parsed = parse_json(extract_json_block(raw))
+            parsed = self.options.envelope.decode(raw)
         except ParseFailure:
             return None
         if isinstance(parsed, dict) and set(parsed) == {REFUSAL_KEY}:

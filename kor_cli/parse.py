@@ -1,39 +1,17 @@
-"""Prompt-only output → JSON: the first `<json>…</json>` block, strictly.
+"""Prompt-only output → JSON record: the envelope's payload (first `<json>…</json>`), strictly.
 
 No block, malformed JSON or a missing root id is an error in the result, never `{}`.
+Finding the payload is the envelope's job (`kor_cli/envelope.py`); this module checks
+what a record must be, whatever the format.
 """
 
 from __future__ import annotations
 
-import json
-import re
 from typing import Any
 
-_BLOCK = re.compile(r"<json>(.*?)</json>", re.DOTALL)
+from kor_cli.envelope import DEFAULT_ENVELOPE, Envelope, ParseFailure, parse_json
 
-
-class ParseFailure(Exception):
-    """The model output holds no usable JSON record."""
-
-
-def extract_json_block(raw: str) -> str:
-    """The text inside the first complete `<json>…</json>` block."""
-    match = _BLOCK.search(raw)
-    if match is None:
-        if "<json>" in raw:
-            raise ParseFailure("output has '<json>' but no closing '</json>'")
-        raise ParseFailure("output has no <json>…</json> block")
-    return match.group(1)
-
-
-def parse_json(text: str) -> Any:
-    """json.loads with a one-line error that gives the position."""
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as error:
-        raise ParseFailure(
-            f"malformed JSON: {error.msg} at line {error.lineno} column {error.colno}"
-        ) from None
+__all__ = ["ParseFailure", "check_root", "parse_json", "parse_prompt_output"]
 
 
 def check_root(data: Any, root_id: str) -> dict[str, Any]:
@@ -46,6 +24,8 @@ def check_root(data: Any, root_id: str) -> dict[str, Any]:
     return data
 
 
-def parse_prompt_output(raw: str, root_id: str) -> dict[str, Any]:
+def parse_prompt_output(
+    raw: str, root_id: str, envelope: Envelope = DEFAULT_ENVELOPE
+) -> dict[str, Any]:
     """Parse prompt-only model output; raise ParseFailure with a clear reason."""
-    return check_root(parse_json(extract_json_block(raw)), root_id)
+    return check_root(envelope.decode(raw), root_id)

@@ -9,13 +9,13 @@
     Output:
 
 The default template is Kor's (`kor_cli/resources/prompts/kor_default.txt`, copied to
-`prompts/kor_default.txt` for users); the format instructions are Kor's JSON encoder's
-with `<json>` tags; example outputs are `json.dumps` with non-ASCII kept.
+`prompts/kor_default.txt` for users); the format instructions and example outputs come
+from the output envelope (`kor_cli/envelope.py`; by default Kor's JSON encoder with
+`<json>` tags, `json.dumps` with non-ASCII kept).
 """
 
 from __future__ import annotations
 
-import json
 import string
 from collections.abc import Sequence
 from functools import cache
@@ -23,19 +23,13 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Literal, get_args
 
+from kor_cli.envelope import DEFAULT_ENVELOPE, Envelope
 from kor_cli.errors import InputError, UsageError
 from kor_cli.schema import Example, Schema
 
 InputFormatter = Literal["none", "triple_quotes", "text_prefix"]
 INPUT_FORMATTERS: tuple[str, ...] = get_args(InputFormatter)
 PLACEHOLDERS = ("type_description", "format_instructions")
-FORMAT_INSTRUCTIONS = (
-    "Please output the extracted information in JSON format. Do not output anything except"
-    " for the extracted information. Do not add any clarifying information. Do not add any"
-    " fields that are not in the schema. If the text contains attributes that do not appear"
-    " in the schema, please ignore them. All output must be in JSON format and follow the"
-    " schema specified above. Wrap the JSON in <json> tags."
-)
 
 
 @cache
@@ -93,16 +87,18 @@ def format_input(text: str, input_formatter: str = "none") -> str:
     )
 
 
-def encode_output(record: dict[str, Any]) -> str:
-    """A record as Kor's JSON encoder writes it: `<json>{...}</json>`."""
-    return f"<json>{json.dumps(record, ensure_ascii=False)}</json>"
+def encode_output(record: dict[str, Any], envelope: Envelope = DEFAULT_ENVELOPE) -> str:
+    """A record as an example output: `<json>{...}</json>` with the default envelope."""
+    return envelope.encode(record)
 
 
-def instruction_segment(schema: Schema, template: str | None = None) -> str:
+def instruction_segment(
+    schema: Schema, template: str | None = None, envelope: Envelope = DEFAULT_ENVELOPE
+) -> str:
     """The template filled with the TypeScript block and the format instructions."""
     text = default_template() if template is None else check_template(template)
     return text.format(
-        type_description=schema.typescript(), format_instructions=FORMAT_INSTRUCTIONS
+        type_description=schema.typescript(), format_instructions=envelope.instructions
     )
 
 
@@ -113,6 +109,7 @@ def render_prompt(
     template: str | None = None,
     input_formatter: str = "none",
     examples: Sequence[Example] | None = None,
+    envelope: Envelope = DEFAULT_ENVELOPE,
 ) -> str:
     """The full prompt for `text`; `examples` defaults to the schema's own.
 
@@ -122,6 +119,6 @@ def render_prompt(
     for example_text, value in schema.examples if examples is None else examples:
         record = {} if value is None else {schema.root.id: value}
         lines.append(f"Input: {format_input(example_text, input_formatter)}")
-        lines.append(f"Output: {encode_output(record)}")
+        lines.append(f"Output: {envelope.encode(record)}")
     lines.append(f"Input: {format_input(text, input_formatter)}\nOutput:")
-    return f"{instruction_segment(schema, template)}\n\n" + "\n".join(lines)
+    return f"{instruction_segment(schema, template, envelope)}\n\n" + "\n".join(lines)

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from rich.table import Table
 from rich.text import Text
 
-from kor_cli.constrain import JSON_CLOSE, GrammarConstraint
+from kor_cli.constrain import GrammarConstraint
 
 if TYPE_CHECKING:
     from kor_cli.decode import DecodeResult
@@ -114,7 +114,7 @@ def run_trace(
     decoded = extractor.decoder.generate_batch(
         [extractor.prompt_ids(text)],
         options.sampling,
-        stop_strings=(JSON_CLOSE,),
+        stop_strings=options.envelope.stop_strings,
         constraints=[tracer],
         observer=tracer.observe,
     )[0]
