@@ -463,7 +463,11 @@ def test_any_value_depth() -> None:
             "uniqueItems",
             "/anyOf/1",
         ),
-        ({"$defs": {"a": {"minLenght": 3}}, "$ref": "#/$defs/a"}, "minLenght", "/$defs/a"),
+        (
+            {"$defs": {"a": {"$recursiveRef": "#"}}, "$ref": "#/$defs/a"},
+            "$recursiveRef",
+            "/$defs/a",
+        ),
         ({"$ref": "https://example.com/other.json"}, "$ref", ""),
         ({"type": "string", "pattern": "(?=x)"}, "pattern", ""),
     ],

@@ -9,3 +9,7 @@ Contract of `fsm.ByteDFA` (shared by every module here):
   transitions go to 0, it is never accepting).
 - `accepting`: bool array [num_states]; `start`: the start state (never 0).
 """
+
+from kor_cli.grammar.json_drafts import ignored_keywords
+
+__all__ = ["ignored_keywords"]

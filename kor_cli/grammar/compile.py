@@ -31,6 +31,8 @@ class GrammarOptions:
     max_recursion_depth: how many times a recursive `$ref` is unrolled.
     max_any_depth: how deep unconstrained values (`{}`, `true`) may nest.
     max_states: DFA size limit; larger grammars raise `GrammarError`.
+    open_objects: an object schema without `additionalProperties` allows other members
+        (the specification); by default it is closed once it declares properties/required.
     """
 
     whitespace: Literal["compact", "spaced"] = "compact"
@@ -38,6 +40,7 @@ class GrammarOptions:
     max_recursion_depth: int = 3
     max_any_depth: int = 3
     max_states: int = 50_000
+    open_objects: bool = False
 
 
 @dataclass(frozen=True)
@@ -106,6 +109,7 @@ def compile_json_schema(
             max_recursion_depth=options.max_recursion_depth,
             max_any_depth=options.max_any_depth,
             max_states=options.max_states,
+            open_objects=options.open_objects,
         )
         node = compiler.compile()
         return _finish(node, "json-schema", options, compiler.warnings)

@@ -174,6 +174,8 @@ def _arrays_of(part: Part) -> list[ArrayPart]:
         return []
     prefix = schema.get("prefixItems", [])
     items = schema.get("items")
+    if isinstance(items, list):  # before 2020-12
+        prefix, items = items, schema.get("additionalItems")
     return [ArrayPart([Part(True, "")] * len(prefix), None if items is None else True)]
 
 

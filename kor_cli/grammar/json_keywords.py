@@ -8,7 +8,8 @@ applicators (`anyOf`, `oneOf`, `not`, `if`) that the compiler distributes afterw
 
 Keywords that cannot be enforced are recorded as refusals for the types they apply to;
 the compiler raises them only when such a type is still possible (so `uniqueItems` on a
-string schema is harmless). Unknown keywords are refused too: never silently ignored.
+string schema is harmless). Keywords no supported draft defines are annotations and
+are skipped (see `json_drafts`; `ignored_keywords` lists them).
 """
 
 from __future__ import annotations
@@ -29,15 +30,13 @@ ANNOTATIONS = frozenset({
     "title", "description", "default", "examples", "$schema", "$id", "$comment", "readOnly",
     "writeOnly", "deprecated", "$anchor", "$dynamicAnchor", "$defs", "definitions",
     "$vocabulary", "contentEncoding", "contentMediaType", "contentSchema", "discriminator",
-    "minContains", "maxContains", "then", "else",
+    "minContains", "maxContains", "then", "else", "id", "$recursiveAnchor", "additionalItems",
 })  # fmt: skip
-_ARRAY_KEYS = ("prefixItems", "items")
+_ARRAY_KEYS = ("prefixItems", "items")  # additionalItems is read with array-form items
 _OBJECT_KEYS = ("properties", "required", "additionalProperties", "patternProperties")
 _UNSUPPORTED = {
     "$dynamicRef": (TYPES, "'$dynamicRef' is not supported"),
     "$recursiveRef": (TYPES, "'$recursiveRef' is not supported (draft 2019-09)"),
-    "dependencies": ({"object"}, "'dependencies' is draft-07; use dependentRequired"),
-    "additionalItems": ({"array"}, "'additionalItems' is draft-07; use prefixItems/items"),
 }
 
 Bound = tuple[Decimal, bool]
@@ -194,23 +193,21 @@ class Collector:
 
     def _keywords(self, facts: Facts, part: Part, queue: list[Part], index: int) -> None:
         schema: dict[str, Any] = part.schema
-        for key, value in schema.items():
-            if key in part.skip or key in ANNOTATIONS or key.startswith("x-"):
+        keys = self.resolver.draft.applied(schema)
+        for key in keys:
+            if key in part.skip or key in ANNOTATIONS:
                 continue
             handler = _HANDLERS.get(key)
             if handler is not None:
-                handler(self, facts, part, value, queue, index)
+                handler(self, facts, part, schema[key], queue, index)
             elif key in _UNSUPPORTED:
                 types, message = _UNSUPPORTED[key]
                 facts.refusals.append((frozenset(types), key, part.pointer, message))
-            elif key not in _ARRAY_KEYS + _OBJECT_KEYS:
-                message = f"unknown keyword {key!r} (constraints must never be ignored)"
-                facts.refusals.append((TYPES, key, part.pointer, message))
-        if any(k in schema for k in _ARRAY_KEYS):
+        if any(k in keys for k in _ARRAY_KEYS):
             facts.arrays.append(_array_part(part))
-        if any(k in schema for k in _OBJECT_KEYS):
+        if any(k in keys for k in _OBJECT_KEYS):
             facts.objects.append(_object_part(part))
-        if "if" in schema and "if" not in part.skip:
+        if "if" in keys and "if" not in part.skip:
             facts.pending.append(("if", index, schema["if"]))
 
     def ref(self, facts: Facts, part: Part, value: Any, queue: list[Part], index: int) -> None:
@@ -225,11 +222,15 @@ def _array_part(part: Part) -> ArrayPart:
     prefix = schema.get("prefixItems", [])
     if not isinstance(prefix, list):
         raise GrammarError("'prefixItems' must be an array", "prefixItems", part.pointer)
-    items = schema.get("items")
-    if isinstance(items, list):
-        raise GrammarError("array-form 'items' is draft-07; use prefixItems", "items", part.pointer)
-    item_part = items if items is None or items is False else Part(items, part.at("items"))
-    return ArrayPart([Part(s, part.at("prefixItems", i)) for i, s in enumerate(prefix)], item_part)
+    items, where = schema.get("items"), part.at("items")
+    prefixes = [Part(s, part.at("prefixItems", i)) for i, s in enumerate(prefix)]
+    if isinstance(items, list):  # before 2020-12: items as prefixItems, additionalItems as items
+        if prefix:
+            raise GrammarError("array-form 'items' beside 'prefixItems'", "items", part.pointer)
+        prefixes = [Part(s, part.at("items", i)) for i, s in enumerate(items)]
+        items, where = schema.get("additionalItems"), part.at("additionalItems")
+    item_part = items if items is None or items is False else Part(items, where)
+    return ArrayPart(prefixes, item_part)
 
 
 def _object_part(part: Part) -> ObjectPart:
@@ -275,10 +276,16 @@ def _const(c: Collector, facts: Facts, part: Part, value: Any, q: list[Part], i:
 
 
 def _bound(keyword: str):  # type: ignore[no-untyped-def]
+    """minimum/maximum/exclusive*; a boolean exclusive* (draft-04) modifies its sibling."""
+    lower = "Min" in keyword or keyword == "minimum"
+    sibling = "exclusiveMinimum" if lower else "exclusiveMaximum"
+
     def handler(c: Collector, facts: Facts, part: Part, value: Any, q: list[Part], i: int) -> None:
+        if isinstance(value, bool) and keyword.startswith("exclusive"):
+            return  # read by the sibling minimum/maximum
         number = _number(value, keyword, part.pointer)
-        bounds = facts.lower if "Min" in keyword or keyword == "minimum" else facts.upper
-        bounds.append((number, keyword.startswith("exclusive")))
+        exclusive = keyword.startswith("exclusive") or part.schema.get(sibling) is True
+        (facts.lower if lower else facts.upper).append((number, exclusive))
 
     return handler
 
@@ -332,7 +339,8 @@ def _names(c: Collector, facts: Facts, part: Part, value: Any, q: list[Part], i:
 
 
 def _dependent(keyword: str):  # type: ignore[no-untyped-def]
-    """dependentRequired/dependentSchemas: per trigger, the cases "absent" and "present"."""
+    """dependentRequired/dependentSchemas/dependencies: per trigger, the cases "absent" and
+    "present"."""
 
     def handler(c: Collector, facts: Facts, part: Part, value: Any, q: list[Part], i: int) -> None:
         if not isinstance(value, dict):
@@ -342,14 +350,17 @@ def _dependent(keyword: str):  # type: ignore[no-untyped-def]
             if tag in part.skip:
                 continue
             where = part.at(keyword, trigger)
-            if keyword == "dependentRequired":
+            names = keyword == "dependentRequired" or (
+                keyword == "dependencies" and isinstance(then, list)
+            )  # draft-07 `dependencies` holds both forms
+            if names:
                 if not isinstance(then, list) or not all(isinstance(n, str) for n in then):
                     raise GrammarError("names must be an array of strings", keyword, where)
                 then = {"required": then}
             absent = [Part({"properties": {trigger: False}}, where, synthetic=True)]
             present = [
                 Part({"required": [trigger]}, where, synthetic=True),
-                Part(then, where, parent=id(part.schema), synthetic=keyword == "dependentRequired"),
+                Part(then, where, parent=id(part.schema), synthetic=names),
             ]
             facts.pending.append(("cases", i, (tag, [absent, present])))
 
@@ -405,6 +416,7 @@ _HANDLERS = {
     "contains": _contains,
     "dependentRequired": _dependent("dependentRequired"),
     "dependentSchemas": _dependent("dependentSchemas"),
+    "dependencies": _dependent("dependencies"),
     "unevaluatedItems": _unevaluated("unevaluated_items", "unevaluatedItems"),
     "unevaluatedProperties": _unevaluated("unevaluated_props", "unevaluatedProperties"),
     "$ref": Collector.ref,

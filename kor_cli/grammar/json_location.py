@@ -40,10 +40,11 @@ class Location:
             required = node.get("required")
             if isinstance(required, list):
                 names.update(dict.fromkeys(r for r in required if isinstance(r, str)))
-            for key in ("dependentRequired", "dependentSchemas"):
-                for trigger, then in (node.get(key) or {}).items():
+            for key in ("dependentRequired", "dependentSchemas", "dependencies"):
+                found = node.get(key)
+                for trigger, then in (found if isinstance(found, dict) else {}).items():
                     names[trigger] = None
-                    if key == "dependentRequired" and isinstance(then, list):
+                    if isinstance(then, list):
                         names.update(dict.fromkeys(n for n in then if isinstance(n, str)))
             values = node.get("enum") if isinstance(node.get("enum"), list) else []
             for value in values + ([node["const"]] if "const" in node else []):
@@ -66,10 +67,11 @@ class Location:
         if self._item is None:
             subs: list[Any] = []
             for node in self.nodes:
-                prefix = node.get("prefixItems")
-                if isinstance(prefix, list):
-                    subs += prefix
-                subs += [node[k] for k in ("items", "unevaluatedItems", "contains") if k in node]
+                for key in ("prefixItems", "items"):
+                    if isinstance(node.get(key), list):
+                        subs += node[key]
+                keys = ("items", "additionalItems", "unevaluatedItems", "contains")
+                subs += [node[k] for k in keys if k in node]
             self._item = self.space.at(subs)
         return self._item
 
@@ -124,12 +126,15 @@ class LocationSpace:
                 out.append(self.resolver.resolve(node["$ref"], node, "")[0])
             except GrammarError:
                 pass  # reported where the reference is compiled
+            if self.resolver.draft.old:
+                return out  # its siblings are ignored
         for key in _APPLICATOR_LISTS:
             if isinstance(node.get(key), list):
                 out += node[key]
         out += [node[key] for key in _APPLICATOR_ONE if key in node]
-        if isinstance(node.get("dependentSchemas"), dict):
-            out += node["dependentSchemas"].values()
+        for key in ("dependentSchemas", "dependencies"):
+            if isinstance(node.get(key), dict):
+                out += [s for s in node[key].values() if isinstance(s, dict)]
         return out
 
 

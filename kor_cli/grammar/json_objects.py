@@ -4,9 +4,10 @@ Members come in the location's order (`json_location`): first the named slots (e
 optional or required), then any other members ("extras"), whose keys avoid the named
 ones. In positive mode an object that declares `properties` or `required` is closed
 unless a part opens it (`additionalProperties` true or a schema, or `patternProperties`
-for the keys they match). Keys whose `patternProperties` match depends on the regex
-flavour (Python vs ECMA-262) are treated conservatively: never generated as extras, and
-held to every schema that may apply when named.
+for the keys they match), or the compiler's `open_objects` follows the specification
+(absent `additionalProperties` allows any other member). Keys whose `patternProperties`
+match depends on the regex flavour (Python vs ECMA-262) are treated conservatively: never
+generated as extras, and held to every schema that may apply when named.
 """
 
 from __future__ import annotations
@@ -95,7 +96,8 @@ class _Shape:
             self.patterns = self.patterns[:MAX_PATTERNS]
         opened = any(isinstance(o.additional, Part) for o in objs)
         declares = any((o.props or o.required) and o.declares for o in objs)
-        self.open = not self.closers and not (pos and not opened and declares)
+        closed_default = pos and not opened and declares and not c.open_objects
+        self.open = not self.closers and not closed_default
 
     def required(self) -> list[str] | None:
         """The required names, or None if one of them cannot be present."""

@@ -11,44 +11,19 @@ from typing import Any
 from urllib.parse import unquote, urldefrag, urljoin
 
 from kor_cli.errors import GrammarError
+from kor_cli.grammar.json_drafts import Draft, detect, escape_pointer
+
+__all__ = ["Resolver", "escape_pointer"]
 
 DEFAULT_BASE = "https://kor-cli.invalid/schema.json"
-_SCHEMA_MAPS = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas")
-_SCHEMA_LISTS = ("allOf", "anyOf", "oneOf", "prefixItems")
-_SCHEMA_ONE = (
-    "items", "additionalProperties", "not", "if", "then", "else", "contains", "propertyNames",
-    "unevaluatedItems", "unevaluatedProperties", "additionalItems", "contentSchema",
-)  # fmt: skip
-
-
-def escape_pointer(token: str) -> str:
-    """One JSON pointer reference token."""
-    return token.replace("~", "~0").replace("/", "~1")
-
-
-def subschemas(schema: dict[str, Any], pointer: str) -> list[tuple[Any, str]]:
-    """The direct subschemas of `schema` with their JSON pointers."""
-    out: list[tuple[Any, str]] = []
-    for key in _SCHEMA_MAPS:
-        value = schema.get(key)
-        if isinstance(value, dict):
-            for name, sub in value.items():
-                out.append((sub, f"{pointer}/{escape_pointer(key)}/{escape_pointer(name)}"))
-    for key in _SCHEMA_LISTS:
-        value = schema.get(key)
-        if isinstance(value, list):
-            out += [(sub, f"{pointer}/{key}/{i}") for i, sub in enumerate(value)]
-    for key in _SCHEMA_ONE:
-        if key in schema:
-            out.append((schema[key], f"{pointer}/{key}"))
-    return out
 
 
 class Resolver:
     """Resolves `$ref` values relative to the schema object that holds them."""
 
-    def __init__(self, root: Any) -> None:
+    def __init__(self, root: Any, draft: Draft | None = None) -> None:
         self.root = root
+        self.draft = draft or detect(root)
         self.base_of: dict[int, str] = {}
         self.pointer_of: dict[int, str] = {}
         self.documents: dict[str, tuple[Any, str]] = {}
@@ -59,15 +34,20 @@ class Resolver:
     def _index(self, schema: Any, base: str, pointer: str) -> None:
         if not isinstance(schema, dict):
             return
-        if isinstance(schema.get("$id"), str):
-            base = urldefrag(urljoin(base, schema["$id"]))[0]
-            self.documents[base] = (schema, pointer)
+        ident = schema.get(self.draft.id_keyword)
+        if isinstance(ident, str):
+            uri, fragment = urldefrag(urljoin(base, ident))
+            if uri != base or not ident.startswith("#"):
+                base = uri
+                self.documents.setdefault(base, (schema, pointer))
+            if fragment and self.draft.old:  # `$id: "#name"` is an anchor before 2019-09
+                self.anchors[f"{base}#{fragment}"] = (schema, pointer)
         for key in ("$anchor", "$dynamicAnchor"):
             if isinstance(schema.get(key), str):
                 self.anchors[f"{base}#{schema[key]}"] = (schema, pointer)
         self.base_of[id(schema)] = base
         self.pointer_of[id(schema)] = pointer
-        for sub, sub_pointer in subschemas(schema, pointer):
+        for sub, sub_pointer in self.draft.subschemas(schema, pointer):
             self._index(sub, base, sub_pointer)
 
     def pointer(self, schema: Any, default: str = "") -> str:

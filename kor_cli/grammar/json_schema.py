@@ -6,11 +6,12 @@ Semantics and choices:
   (integers without fraction, no exponents, `json.dumps` string escapes), object members
   in the order of `json_location` (schema order), bounded whitespace.
 - Objects: `additionalProperties: false` is the DEFAULT as soon as a schema declares
-  `properties` or `required`; optional properties may be absent, present ones come in
-  schema order. An object schema without declarations (e.g. `{"type": "object"}`) accepts
-  any object; `additionalProperties: true`/a schema, `patternProperties` and
-  `unevaluatedProperties` allow other members after the declared ones. `{}`/`true` is
-  any JSON value nested at most `max_any_depth` deep.
+  `properties` or `required` (`open_objects=True` follows the specification instead);
+  optional properties may be absent, present ones come in schema order. An object schema
+  without declarations (e.g. `{"type": "object"}`) accepts any object;
+  `additionalProperties: true`/a schema, `patternProperties` and `unevaluatedProperties`
+  allow other members after the declared ones. `{}`/`true` is any JSON value nested at
+  most `max_any_depth` deep.
 - Arrays follow the spec: without `items`, further items are any values. `contains`
   (with min/maxContains) is exact; `uniqueItems` only for items with few possible values.
 - `$ref` (local pointers, anchors, `$id`s in the document) recursion is unrolled to
@@ -23,6 +24,8 @@ Semantics and choices:
   which also covers free-form objects whose keys could come in another order.
 - `format` is enforced (date, time, date-time, duration, email, hostname, ipv4, ipv6,
   uri, uuid, json-pointer, relative-json-pointer); other formats are refused.
+- Keywords no supported draft defines are annotations, ignored (`json_drafts`); `$schema`
+  picks draft-04/06/07/2019-09 semantics where they differ from 2020-12.
 - Whatever cannot be enforced raises `GrammarError(keyword=..., pointer=...)`, or with
   `lenient` is dropped with a warning. Nothing constraining is ever silently ignored.
 """
@@ -118,8 +121,10 @@ class SchemaCompiler:
         max_recursion_depth: int = 3,
         max_any_depth: int = 3,
         max_states: int = 50_000,
+        open_objects: bool = False,
     ) -> None:
         self.root = root
+        self.open_objects = open_objects
         self.whitespace = whitespace
         item_sep, key_sep = separators(whitespace)
         self.item_sep_text = item_sep
