@@ -2,9 +2,10 @@
 
 The run: resolve inputs and lock the output (fail fast, before the model loads), skip
 the ids an earlier run already wrote, then extract `--batch-size` records at a time and
-append each batch's rows with one fsync'd write. Input problems become error rows; long
-texts are chunked and merged (kor_cli/chunking.py). Progress goes to stderr, never data.
-Ctrl-C finishes the current batch, prints the summary and exits 130.
+append each batch's rows with one fsync'd write. The extraction itself (planning,
+chunking, error rows) is kor_cli/runner.py's, shared with `compare`; the row type is
+kor_cli/result.py's. Progress goes to stderr, never data. Ctrl-C finishes the current
+batch, prints the summary and exits 130.
 """
 
 from __future__ import annotations
@@ -22,23 +23,14 @@ from typing import TYPE_CHECKING, Any
 from rich.progress import BarColumn, Progress, TextColumn
 from rich.table import Table
 
-from kor_cli.chunking import Chunk, merge_results, split_text
 from kor_cli.console import err_console, info, warn
 from kor_cli.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_PARTIAL, UsageError
 from kor_cli.records import Record, count_records, iter_records, resolve_sources
+from kor_cli.result import ROW_FIELDS, ExtractResult
 from kor_cli.sink import Existing, OutputSink, row_key
 
 if TYPE_CHECKING:
-    from kor_cli.extract import ExtractOptions, Extractor, ExtractResult
-    from kor_cli.models import LoadedModel
-
-# Row fields written by kor-cli; --keep may not reuse them.
-ROW_FIELDS = (
-    "id", "input", "line", "data", "valid", "errors", "raw", "finish_reason", "mode",
-    "tokens", "forward_passes", "forced_tokens", "seconds", "chunks",
-)  # fmt: skip
-# Tokens kept free besides prompt and output when sizing chunks (joins tokenize unevenly).
-CHUNK_MARGIN = 8
+    from kor_cli.extract import ExtractOptions
 
 
 @dataclass(frozen=True)
@@ -80,127 +72,15 @@ class Tally:
         elapsed = time.perf_counter() - self.started
         return self.done / elapsed if elapsed > 0 else 0.0
 
-    def count(self, row: dict[str, Any]) -> None:
-        if row["valid"]:
+    def count(self, row: ExtractResult) -> None:
+        if row.valid:
             self.valid += 1
         else:
             self.failed += 1
-        if row["finish_reason"] == "input":
+        if row.finish_reason == "input":
             self.input_errors += 1
-        if row.get("chunks"):
+        if row.chunks:
             self.chunked += 1
-
-
-def extract_batch(extractor: Extractor, texts: list[str]) -> list[ExtractResult]:
-    """Extract several texts; the seam for batched decoding.
-
-    Uses `Extractor.extract_batch` (one batched generation) when the extractor has it,
-    else extracts the texts one by one.
-    """
-    batched = getattr(extractor, "extract_batch", None)
-    if batched is not None:
-        return list(batched(texts))
-    return [extractor.extract(text) for text in texts]
-
-
-def model_context(loaded: LoadedModel) -> int | None:
-    """The model's context length in tokens, when its config says."""
-    config = getattr(loaded.model, "config", None)
-    value = getattr(config, "max_position_embeddings", None)
-    return value if isinstance(value, int) and value > 0 else None
-
-
-class TooLong(Exception):
-    """A text whose prompt plus --max-tokens does not fit the model's context."""
-
-
-class Planner:
-    """Decides per text: extract whole, split into chunks, or refuse as too long."""
-
-    def __init__(self, extractor: Extractor, context: int | None, chunk_tokens: int | None):
-        self.extractor = extractor
-        self.context = context
-        self.max_new = extractor.options.sampling.max_new_tokens
-        tokenizer = extractor.loaded.tokenizer
-        self.count_tokens = lambda text: len(tokenizer(text, add_special_tokens=False)["input_ids"])
-        overhead = len(extractor.prompt_ids(""))
-        room = None if context is None else context - overhead - self.max_new - CHUNK_MARGIN
-        if room is not None and chunk_tokens is None and room < 1:
-            raise UsageError(
-                f"the prompt ({overhead} tokens) and --max-tokens ({self.max_new}) leave "
-                f"no room for text in the model's context of {context} tokens"
-            )
-        if room is not None and chunk_tokens and chunk_tokens > room:
-            raise UsageError(
-                f"--chunk-tokens {chunk_tokens} does not fit the model's context of "
-                f"{context} tokens (prompt {overhead}, --max-tokens {self.max_new}); "
-                f"use at most {max(room, 1)}"
-            )
-        self.chunk_tokens = room if chunk_tokens is None else chunk_tokens or None
-
-    def plan(self, text: str) -> list[Chunk]:
-        """The chunks to extract (one for a text that fits); raise TooLong otherwise."""
-        if self.chunk_tokens is not None and self.count_tokens(text) > self.chunk_tokens:
-            chunks = split_text(text, self.chunk_tokens, self.count_tokens)
-        else:
-            chunks = [Chunk(0, len(text), text)]
-        if self.context is not None:
-            for chunk in chunks:
-                prompt = len(self.extractor.prompt_ids(chunk.text))
-                if prompt + self.max_new > self.context:
-                    raise TooLong(
-                        f"input: text too long: the prompt is {prompt} tokens and --max-tokens "
-                        f"{self.max_new}, more than the model's context of {self.context} "
-                        "tokens (split it with --chunk-tokens)"
-                    )
-        return chunks
-
-
-def base_row(record: Record, keep: tuple[str, ...]) -> dict[str, Any]:
-    """The identifying part of a row: id, input, line, then the --keep fields."""
-    row: dict[str, Any] = {"id": record.id, "input": record.source, "line": record.line}
-    row.update((key, record.extra[key]) for key in keep if key in record.extra)
-    return row
-
-
-def error_row(record: Record, keep: tuple[str, ...], error: str, mode: str) -> dict[str, Any]:
-    """A row for a record the model never saw (finish_reason "input")."""
-    return base_row(record, keep) | {
-        "data": None, "valid": False, "errors": [error], "raw": None, "finish_reason": "input",
-        "mode": mode, "tokens": 0, "forward_passes": 0, "forced_tokens": 0, "seconds": 0.0,
-    }  # fmt: skip
-
-
-def process_batch(
-    records: list[Record], extractor: Extractor, planner: Planner, options: BatchOptions
-) -> list[dict[str, Any]]:
-    """Result rows for `records`, in order; all their texts and chunks extracted together."""
-    mode = extractor.options.mode
-    plans: list[list[Chunk] | str] = []
-    for record in records:
-        if record.text is None:
-            plans.append(record.error or "input: no text")
-            continue
-        try:
-            plans.append(planner.plan(record.text))
-        except TooLong as error:
-            plans.append(str(error))
-    texts = [chunk.text for plan in plans if not isinstance(plan, str) for chunk in plan]
-    results: list[ExtractResult] = []
-    for start in range(0, len(texts), options.batch_size):
-        results += extract_batch(extractor, texts[start : start + options.batch_size])
-    rows, taken = [], 0
-    for record, plan in zip(records, plans, strict=True):
-        if isinstance(plan, str):
-            rows.append(error_row(record, options.keep, plan, mode))
-            continue
-        own, taken = results[taken : taken + len(plan)], taken + len(plan)
-        if len(plan) == 1:
-            outcome = own[0].to_dict()
-        else:
-            outcome = merge_results(plan, own, extractor.model_class)
-        rows.append(base_row(record, options.keep) | outcome)
-    return rows
 
 
 def check_options(options: BatchOptions) -> None:
@@ -252,6 +132,7 @@ def run_batch(
     """Run `kor-cli batch` end to end; return the exit code (0, 3 or 130)."""
     from kor_cli.extract import Extractor
     from kor_cli.models import load_model
+    from kor_cli.runner import Runner
     from kor_cli.schema import load_schema
 
     check_options(options)
@@ -276,12 +157,17 @@ def run_batch(
             )
             for message in extractor.warnings:
                 warn(message)
-            planner = Planner(extractor, model_context(extractor.loaded), options.chunk_tokens)
+            runner = Runner(
+                extractor,
+                batch_size=options.batch_size,
+                chunk_tokens=options.chunk_tokens,
+                keep=options.keep,
+            )
             tally.started = time.perf_counter()
             with _stop_on_ctrl_c() as stop, _progress(tally) as update:
                 for batch in chain([first], batches):
-                    rows = process_batch(batch, extractor, planner, options)
-                    sink.write(rows)
+                    rows = runner.run(batch)
+                    sink.write([row.to_dict() for row in rows])
                     for row in rows:
                         tally.count(row)
                     update()

@@ -6,7 +6,7 @@ Chunks are exact slices of the text and cover all of it; each one repeats up to
 `overlap` tokens from the end of the previous one so that a record cut by a boundary is
 still seen whole once.
 
-`merge_results` combines the chunk results of one text into one result row: lists are
+`merge_results` combines the chunk results of one text into one result: lists are
 concatenated and de-duplicated (`many: true` roots), objects keep per field the first
 non-empty value, taken from valid chunks only, and the merged record is validated again.
 """
@@ -17,14 +17,12 @@ import json
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pydantic import BaseModel
 
+from kor_cli.result import ExtractResult
 from kor_cli.validate import validate_record
-
-if TYPE_CHECKING:
-    from kor_cli.extract import ExtractResult
 
 TokenCounter = Callable[[str], int]
 
@@ -147,8 +145,8 @@ def _hard_split(
 
 def merge_results(
     chunks: list[Chunk], results: list[ExtractResult], model_class: type[BaseModel]
-) -> dict[str, Any]:
-    """One result row from the chunk results of one text (see the module docstring)."""
+) -> ExtractResult:
+    """One result from the chunk results of one text (see the module docstring)."""
     count = len(results)
     errors = [
         f"chunk {i}/{count}: {error}"
@@ -163,18 +161,18 @@ def merge_results(
         errors.extend(f"merge: schema: {problem}" for problem in problems)
         data = validated if not problems else data
     reasons = [result.finish_reason for result in results]
-    return {
-        "data": data,
-        "valid": not errors,
-        "errors": errors,
-        "raw": None,
-        "finish_reason": next((r for r in reasons if r != "stop"), "stop"),
-        "mode": results[0].mode,
-        "tokens": sum(result.tokens for result in results),
-        "forward_passes": sum(result.forward_passes for result in results),
-        "forced_tokens": sum(result.forced_tokens for result in results),
-        "seconds": round(sum(result.seconds for result in results), 4),
-        "chunks": [
+    return ExtractResult(
+        data=data,
+        valid=not errors,
+        errors=errors,
+        raw=None,
+        finish_reason=next((r for r in reasons if r != "stop"), "stop"),
+        mode=results[0].mode,
+        tokens=sum(result.tokens for result in results),
+        forward_passes=sum(result.forward_passes for result in results),
+        forced_tokens=sum(result.forced_tokens for result in results),
+        seconds=sum(result.seconds for result in results),
+        chunks=[
             {
                 "start": chunk.start,
                 "end": chunk.end,
@@ -184,7 +182,7 @@ def merge_results(
             }
             for chunk, result in zip(chunks, results, strict=True)
         ],
-    }
+    )
 
 
 def _is_empty(value: Any) -> bool:

@@ -1,9 +1,10 @@
 """`kor-cli compare`: several decoding modes over the same records → one report.
 
 Modes: `prompt` (Kor's ask-and-parse), `constrained` (masked decoding with jump-forward)
-and `constrained-nojump`. Every mode extracts every record through the same path as
-`kor-cli batch` (planning, chunking, error rows); after one untimed warm-up pass the modes
-take turns batch by batch, and each mode's seconds are the wall time of its own batches.
+and `constrained-nojump`. Every mode extracts every record through the runner that
+`kor-cli batch` uses (kor_cli/runner.py: planning, chunking, error rows); after one
+untimed warm-up pass the modes take turns batch by batch, and each mode's seconds are
+the wall time of its own batches.
 
 Scoring against a gold field (the value under the root id, or the whole record
 `{root_id: value}`; null means no gold):
@@ -38,6 +39,8 @@ from kor_cli.records import Record, iter_records, resolve_sources
 
 if TYPE_CHECKING:
     from kor_cli.extract import ExtractOptions, Extractor
+    from kor_cli.result import ExtractResult
+    from kor_cli.runner import Runner
 
 # mode name → (extraction mode, jump-forward)
 MODES: dict[str, tuple[str, bool]] = {
@@ -181,21 +184,21 @@ class ModeStats:
     seconds: float = 0.0
     finish_reasons: Counter[str] = field(default_factory=Counter)
 
-    def add(self, row: dict[str, Any], gold: Any, root_id: str) -> None:
-        """Count one result row of `kor-cli batch` form; `gold` is MISSING when absent."""
-        if row["finish_reason"] == "input":
+    def add(self, row: ExtractResult, gold: Any, root_id: str) -> None:
+        """Count one result row; `gold` is MISSING when absent."""
+        if row.finish_reason == "input":
             self.input_errors += 1
             return
         self.records += 1
-        self.finish_reasons[row["finish_reason"]] += 1
-        self.parsed += row["data"] is not None
-        self.valid += bool(row["valid"])
-        self.truncated += row["finish_reason"] == "length"
-        self.tokens += row["tokens"]
-        self.forward_passes += row["forward_passes"]
-        self.forced_tokens += row["forced_tokens"]
+        self.finish_reasons[row.finish_reason] += 1
+        self.parsed += row.data is not None
+        self.valid += bool(row.valid)
+        self.truncated += row.finish_reason == "length"
+        self.tokens += row.tokens
+        self.forward_passes += row.forward_passes
+        self.forced_tokens += row.forced_tokens
         if gold is not MISSING:
-            pred = row["data"][root_id] if row["valid"] else MISSING
+            pred = row.data[root_id] if row.valid else MISSING
             matched, total, exact = score(unwrap_gold(gold, root_id), pred)
             self.gold_records += 1
             self.gold_fields += total
@@ -259,9 +262,9 @@ def run_compare(
 
     Modes take turns batch by batch, so load changes on a shared machine hit them alike.
     """
-    from kor_cli.batch import BatchOptions, Planner, model_context, process_batch
     from kor_cli.extract import Extractor
     from kor_cli.models import load_model
+    from kor_cli.runner import Runner
     from kor_cli.schema import load_schema
 
     if options.batch_size < 1:
@@ -269,32 +272,32 @@ def run_compare(
     schema = load_schema(schema_spec)
     records = load_records(options)
     loaded = load_model(model, device=device, dtype=dtype)
-    runners: dict[str, tuple[Extractor, Planner]] = {}
+    runners: dict[str, Runner] = {}
     for mode in options.modes:
         extractor = Extractor(schema, loaded, mode_options(base, mode))
-        runners[mode] = (extractor, Planner(extractor, model_context(loaded), None))
-    for message in dict.fromkeys(m for e, _ in runners.values() for m in e.warnings):
+        runners[mode] = Runner(extractor, batch_size=options.batch_size)
+    for message in dict.fromkeys(m for r in runners.values() for m in r.extractor.warnings):
         warn(message)
-    _warm_up(runners[options.modes[0]][0], next(r.text for r in records if r.text is not None))
+    first = runners[options.modes[0]].extractor
+    _warm_up(first, next(r.text for r in records if r.text is not None))
     golds = [_gold(record, options.gold_key) for record in records]
-    batching = BatchOptions(inputs=options.inputs, output="", batch_size=options.batch_size)
     stats = {mode: ModeStats(mode) for mode in options.modes}
     input_errors: list[dict[str, Any]] = []
     with _progress(options.modes, len(records)) as advance:
         for start in range(0, len(records), options.batch_size):
             batch = records[start : start + options.batch_size]
-            for mode, (extractor, planner) in runners.items():
+            for mode, runner in runners.items():
                 began = time.perf_counter()
-                rows = process_batch(batch, extractor, planner, batching)
+                rows = runner.run(batch)
                 stats[mode].seconds += time.perf_counter() - began
                 for row, gold in zip(rows, golds[start : start + len(batch)], strict=True):
                     stats[mode].add(row, gold, schema.root.id)
                 advance(mode, len(batch))
                 if mode == options.modes[0]:  # the same in every mode
                     input_errors += [
-                        {"id": row["id"], "line": row["line"], "error": row["errors"][0]}
+                        {"id": row.id, "line": row.line, "error": row.errors[0]}
                         for row in rows
-                        if row["finish_reason"] == "input"
+                        if row.finish_reason == "input"
                     ]
     sampling = base.sampling
     return {

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from kor_cli.constrain import REFUSAL_KEY, ConstraintFactory, record_grammar
@@ -12,6 +12,7 @@ from kor_cli.errors import UsageError
 from kor_cli.models import LoadedModel, encode_prompt
 from kor_cli.parse import ParseFailure, parse_prompt_output
 from kor_cli.prompt import render_prompt
+from kor_cli.result import ExtractResult
 from kor_cli.schema import Schema
 from kor_cli.validate import validate_record
 
@@ -32,28 +33,6 @@ class ExtractOptions:
     template: str | None = None
     input_formatter: str = "none"
     envelope: Envelope = DEFAULT_ENVELOPE
-
-
-@dataclass
-class ExtractResult:
-    """The JSON result printed per record (see README, "Result format")."""
-
-    data: Any
-    valid: bool
-    errors: list[str]
-    raw: str
-    finish_reason: str
-    mode: str
-    tokens: int
-    forward_passes: int
-    forced_tokens: int
-    seconds: float
-    refusal: str | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        out = asdict(self)
-        out["seconds"] = round(self.seconds, 4)
-        return out
 
 
 def check_options(options: ExtractOptions) -> None:

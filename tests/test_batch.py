@@ -1,7 +1,7 @@
 """`kor-cli batch` end to end on a tiny random-weight model (prompt mode, --max-tokens 8).
 
 Random weights never produce a valid record, so tests that need valid rows replace the
-extraction seam `kor_cli.batch.extract_batch` with a scripted one; everything else
+extraction seam `kor_cli.runner.extract_batch` with a scripted one; everything else
 (inputs, planning, chunking, model loading, the sink) runs for real.
 """
 
@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from kor_cli import batch
+from kor_cli import runner as runner_module
 from kor_cli.cli import app
 from kor_cli.extract import ExtractResult
 from kor_cli.sink import OutputSink
@@ -98,7 +98,7 @@ def scripted(monkeypatch: pytest.MonkeyPatch) -> list[str]:
             )
         return results
 
-    monkeypatch.setattr(batch, "extract_batch", fake)
+    monkeypatch.setattr(runner_module, "extract_batch", fake)
     return seen
 
 
@@ -215,13 +215,13 @@ def test_ctrl_c_finishes_the_batch_then_exits_130(
     env: dict[str, Path], tmp_path: Path, scripted: list[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     data = write_jsonl(tmp_path / "in.jsonl", [{"text": f"Ann {i}."} for i in range(10)])
-    fake = batch.extract_batch
+    fake = runner_module.extract_batch
 
     def interrupted(extractor: Any, texts: list[str]) -> list[ExtractResult]:
         os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C in the middle of the first batch
         return fake(extractor, texts)
 
-    monkeypatch.setattr(batch, "extract_batch", interrupted)
+    monkeypatch.setattr(runner_module, "extract_batch", interrupted)
     out = tmp_path / "out.jsonl"
     result = invoke(env, "person", str(data), "-o", str(out), "--batch-size", "3")
     assert result.exit_code == 130

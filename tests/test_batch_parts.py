@@ -209,7 +209,7 @@ def test_merge_many_concatenates_and_deduplicates() -> None:
         chunks,
         [result({"person": [{"n": "A"}, {"n": "B"}]}), result({"person": [{"n": "B"}]})],
         Person,
-    )
+    ).to_dict()
     assert merged["data"] == {"person": [{"n": "A"}, {"n": "B"}]}
     assert merged["valid"] and merged["raw"] is None
     assert (merged["tokens"], merged["forward_passes"], merged["seconds"]) == (6, 4, 1.0)
@@ -226,7 +226,7 @@ def test_merge_single_keeps_first_filled_value_from_valid_chunks() -> None:
             result({"person": {"name": "Ann", "age": 5, "city": ""}}),
         ],
         Person,
-    )
+    ).to_dict()
     assert merged["data"] == {"person": {"name": "Ann", "age": 4, "city": ""}}
     assert not merged["valid"] and merged["errors"] == ["chunk 2/3: parse: nope"]
     assert merged["finish_reason"] == "length"

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from kor_cli import batch
+from kor_cli import runner as runner_module
 from kor_cli.cli import app
 from kor_cli.compare import MISSING, ModeStats, leaf_count, parse_modes, score, unwrap_gold
 from kor_cli.errors import UsageError
@@ -26,11 +26,9 @@ ANN = {"name": "Ann Lee", "age": 31, "city": "Paris"}
 runner = CliRunner()
 
 
-def row(data: Any, *, valid: bool = True, finish: str = "stop", tokens: int = 10) -> dict[str, Any]:
-    return {
-        "data": data, "valid": valid, "finish_reason": finish, "tokens": tokens,
-        "forward_passes": tokens - 2, "forced_tokens": 2,
-    }  # fmt: skip
+def row(data: Any, *, valid: bool = True, finish: str = "stop", tokens: int = 10) -> ExtractResult:
+    errors = [] if valid else ["schema: bad"]
+    return ExtractResult(data, valid, errors, "", finish, "prompt", tokens, tokens - 2, 2, 0.0)
 
 
 @pytest.fixture()
@@ -188,7 +186,7 @@ def test_cli_scores_gold_through_the_real_run(
             for t in texts
         ]
 
-    monkeypatch.setattr(batch, "extract_batch", scripted)
+    monkeypatch.setattr(runner_module, "extract_batch", scripted)
     code, out, err = invoke(
         "compare", PERSON, str(data_file), "-m", tiny_model_dir, "--modes", "prompt", "--json"
     )
