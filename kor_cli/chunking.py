@@ -22,7 +22,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from kor_cli.result import ExtractResult
-from kor_cli.validate import validate_record
+from kor_cli.validate import RecordValidator, validate_record
 
 TokenCounter = Callable[[str], int]
 
@@ -144,7 +144,9 @@ def _hard_split(
 
 
 def merge_results(
-    chunks: list[Chunk], results: list[ExtractResult], model_class: type[BaseModel]
+    chunks: list[Chunk],
+    results: list[ExtractResult],
+    model_class: RecordValidator | type[BaseModel],
 ) -> ExtractResult:
     """One result from the chunk results of one text (see the module docstring)."""
     count = len(results)

@@ -52,7 +52,7 @@ class Extractor:
         self.loaded = loaded
         self.options = options
         self.decoder = Decoder(loaded)
-        self.model_class = schema.pydantic_model()
+        self.model_class = schema.validator()
         self.constraints: ConstraintFactory | None = None
         self.warnings: tuple[str, ...] = ()
         if options.mode == "constrained":

@@ -382,64 +382,8 @@ def test_json_syntax_error_has_line(tmp_path: Path) -> None:
     assert error_of(spec).startswith(f"{spec}:3:1: JSON syntax error")
 
 
-def _json_error(tmp_path: Path, document: dict) -> str:
-    return error_of(write(tmp_path, "s.json", json.dumps(document)))
-
-
 def _obj(**properties: dict) -> dict:
     return {"type": "object", "properties": properties}
-
-
-@pytest.mark.parametrize(
-    ("document", "expected"),
-    [
-        (
-            {**_obj(a={"type": "string"}), "patternProperties": {}},
-            "unsupported keyword 'patternProperties' at '/'",
-        ),
-        (
-            _obj(a={"type": "string", "maxLenght": 2}),
-            "unknown keyword 'maxLenght' (did you mean 'maxLength'?) at '/properties/a'",
-        ),
-        (
-            _obj(a={"type": "integer", "pattern": "x"}),
-            "keyword 'pattern' does not apply here at '/properties/a'",
-        ),
-        (
-            _obj(a={"anyOf": [{"type": "string"}, {"type": "integer"}]}),
-            "unsupported keyword 'anyOf'",
-        ),
-        (_obj(a={"enum": [1, 2]}), "only enums of strings are supported at '/properties/a'"),
-        (_obj(a={"type": "array", "items": {"type": "array"}}), "arrays of arrays"),
-        (_obj(a={"type": "array", "items": {"type": ["string", "null"]}}), "nullable array items"),
-        (_obj(a={"description": "no type"}), "missing 'type' at '/properties/a'"),
-        (_obj(a={"$ref": "#/$defs/Missing"}), "'$ref' target '#/$defs/Missing' not found"),
-        (_obj(a={"$ref": "other.json#/x"}), "only local refs"),
-        ({**_obj(a={"type": "string"}), "additionalProperties": True}, "additionalProperties"),
-        ({**_obj(a={"type": "string"}), "required": ["b"]}, "'required' names 'b'"),
-        ({"type": "object", "properties": {}}, "non-empty 'properties'"),
-        ({**_obj(a={"type": "string"}), "x-kor-examples": [{"text": 1}]}, "x-kor-examples"),
-    ],
-)
-def test_json_schema_errors_name_keyword_and_pointer(
-    tmp_path: Path, document: dict, expected: str
-) -> None:
-    assert expected in _json_error(tmp_path, document)
-
-
-def test_recursive_ref_is_an_error(tmp_path: Path) -> None:
-    document = {
-        "$defs": {
-            "Tree": _obj(
-                label={"type": "string"},
-                children={"type": "array", "items": {"$ref": "#/$defs/Tree"}},
-            )
-        },
-        "$ref": "#/$defs/Tree",
-    }
-    message = _json_error(tmp_path, document)
-    assert "recursive '$ref' '#/$defs/Tree'" in message
-    assert "/$defs/Tree/properties/children/items" in message
 
 
 def test_shared_ref_is_not_recursion(tmp_path: Path) -> None:
@@ -474,17 +418,6 @@ def test_pydantic_errors(tmp_path: Path) -> None:
     assert "SyntaxError" in error_of(f"{broken}:Model")
     assert "No module named" in error_of("no_such_package_here.models:Model")
     assert "'x' in" in error_of(f"{path}:x") and "not a Pydantic model" in error_of(f"{path}:x")
-
-
-def test_pydantic_recursive_model_is_an_error(tmp_path: Path) -> None:
-    source = (
-        "from __future__ import annotations\n"
-        "from pydantic import BaseModel\n"
-        "class Tree(BaseModel):\n"
-        "    label: str\n"
-        "    children: list[Tree]\n"
-    )
-    assert "recursive '$ref'" in error_of(f"{write(tmp_path, 'tree.py', source)}:Tree")
 
 
 def test_pydantic_field_examples_and_null_examples(tmp_path: Path) -> None:

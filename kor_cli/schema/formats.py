@@ -1,7 +1,10 @@
-"""String `format` values kor-cli understands, with the checks the Pydantic model runs.
+"""String `format` values kor-cli understands, with the checks validation runs.
 
 Checks follow JSON Schema's formats (RFC 3339 dates and times, except that a time zone
 is optional), so a value the model accepts also fits the JSON Schema given to the decoder.
+The formats without a hand-written check here (hostname, uri, duration, json-pointer,
+relative-json-pointer) use the very regexes the grammar engine enforces. Validation
+enforces `format` (an annotation in JSON Schema 2020-12), as the grammar does.
 """
 
 from __future__ import annotations
@@ -11,6 +14,8 @@ import ipaddress
 import re
 import uuid
 from collections.abc import Callable
+
+from kor_cli.grammar.json_formats import FORMATS as ENGINE_FORMATS
 
 _DATE = r"\d{4}-\d{2}-\d{2}"
 _TIME = r"\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:[Zz]|[+-]\d{2}:\d{2})?"
@@ -56,6 +61,16 @@ def _ipv6(value: str) -> None:
     ipaddress.IPv6Address(value)
 
 
+def _engine_check(name: str) -> Callable[[str], None]:
+    pattern = re.compile(ENGINE_FORMATS[name])
+
+    def check(value: str) -> None:
+        if not pattern.fullmatch(value):
+            raise ValueError(f"expected a {name}")
+
+    return check
+
+
 FORMAT_CHECKS: dict[str, Callable[[str], None]] = {
     "date": _date,
     "time": _time,
@@ -64,6 +79,10 @@ FORMAT_CHECKS: dict[str, Callable[[str], None]] = {
     "uuid": _uuid,
     "ipv4": _ipv4,
     "ipv6": _ipv6,
+    **{
+        name: _engine_check(name)
+        for name in ("hostname", "uri", "duration", "json-pointer", "relative-json-pointer")
+    },
 }
 FORMATS: tuple[str, ...] = tuple(FORMAT_CHECKS)
 
@@ -77,3 +96,15 @@ def format_checker(name: str) -> Callable[[str], str]:
         return value
 
     return validate
+
+
+def is_valid_format(name: str, value: object) -> bool:
+    """True when `value` is no string, `name` is no known format, or the check passes."""
+    check = FORMAT_CHECKS.get(name)
+    if check is None or not isinstance(value, str):
+        return True
+    try:
+        check(value)
+    except ValueError:
+        return False
+    return True

@@ -1,14 +1,21 @@
-"""JSON Schema documents → Node tree.
+"""JSON Schema documents → Kor's node tree, when the tree can express them.
 
-Supported: objects (`properties`, `required`, `additionalProperties: false`), arrays of
-objects or scalars (`items`; the node gets `many`), string/number/integer/boolean, string
-`enum`/`const` (→ selection), nullability written as `anyOf`/`oneOf` with `{"type":
-"null"}`, a `["T", "null"]` type list or `null` in an enum, local non-recursive `$ref`
-into `$defs`/`definitions`, single-entry `allOf`, the constraint keywords in
-`nodes.CONSTRAINT_KEYWORDS`, and annotations (`title`, `default`, `examples`, ...).
-Few-shot examples sit in `x-kor-examples` (a list of `{text, output}`, output being
-that node's value) and `x-kor-null-examples` (texts) at any level; at the top level they
-are the root's. Anything else is a SchemaError naming the keyword and its JSON pointer.
+The node tree is the prompt's view (TypeScript block, few-shot examples) and the rebuilt
+Pydantic model; the record's JSON Schema document is what the grammar compiles and
+validation checks. `parse_json_schema` raises `NotATree` for any document the tree
+cannot express exactly; the loader then keeps the document as it is and asks the
+grammar engine whether it can enforce it (see `loader.load_schema`).
+
+The tree takes: objects (`properties`, `required`, `additionalProperties: false`),
+arrays of objects or scalars (`items`; the node gets `many`), string/number/integer/
+boolean, string `enum`/`const` (→ selection), nullability written as `anyOf`/`oneOf`
+with `{"type": "null"}`, a `["T", "null"]` type list or `null` in an enum, local
+non-recursive `$ref` into `$defs`/`definitions`, single-entry `allOf`, the constraint
+keywords in `nodes.CONSTRAINT_KEYWORDS`, annotations (`title`, `default`, `examples`,
+`x-*`, ...), and no `$schema` older than 2019-09. Few-shot examples sit in
+`x-kor-examples` (a list of `{text, output}`, output being that node's value) and
+`x-kor-null-examples` (texts) at any level; at the top level they are the root's.
+Malformed example lists are a SchemaError whatever the view.
 """
 
 from __future__ import annotations
@@ -16,6 +23,7 @@ from __future__ import annotations
 from typing import Any
 
 from kor_cli.errors import SchemaError
+from kor_cli.schema.document import declared_draft
 from kor_cli.schema.nodes import (
     ARRAY_KEYWORDS,
     CONSTRAINT_KEYWORDS,
@@ -56,6 +64,10 @@ _SCALARS = {"string": "text", "number": "number", "integer": "integer", "boolean
 _NULL = {"type": "null"}
 
 
+class NotATree(SchemaError):
+    """The document is fine JSON Schema that Kor's node tree cannot express exactly."""
+
+
 def root_id_for(document: Any, fallback: str) -> str:
     """The root id: the snake-cased `title`, else the snake-cased `fallback` (file stem)."""
     title = document.get("title") if isinstance(document, dict) else None
@@ -65,10 +77,16 @@ def root_id_for(document: Any, fallback: str) -> str:
 
 
 def parse_json_schema(document: Any, source: str, *, root_id: str) -> Node:
-    """Convert a JSON Schema document (an object, or an array of objects) to the root node."""
+    """Convert a JSON Schema document (an object, or an array of objects) to the root node;
+    NotATree when the tree cannot express it."""
     if not isinstance(document, dict):
         raise SchemaError(f"{source}: a JSON Schema must be a JSON object")
-    return _Converter(document, source).node(document, "", root_id, required=True)
+    if declared_draft(document):
+        raise NotATree(f"{source}: '$schema' {document['$schema']!r} is an older draft")
+    root = _Converter(document, source).node(document, "", root_id, required=True)
+    if root.type != "object" or root.nullable:
+        raise NotATree(f"{source}: the root is not an object")
+    return root
 
 
 class _Converter:
@@ -78,6 +96,9 @@ class _Converter:
         self.refs: list[str] = []  # $refs being expanded on the current path, for cycles
 
     def fail(self, message: str, pointer: str) -> SchemaError:
+        return NotATree(f"{self.source}: {message} at '{pointer or '/'}'")
+
+    def bad_examples(self, message: str, pointer: str) -> SchemaError:
         return SchemaError(f"{self.source}: {message} at '{pointer or '/'}'")
 
     def node(self, schema: Any, pointer: str, node_id: str, *, required: bool) -> Node:
@@ -227,7 +248,7 @@ class _Converter:
 
     def check_keywords(self, schema: dict[str, Any], pointer: str, own: tuple[str, ...]) -> None:
         for key in schema:
-            if key in ANNOTATIONS or key == "type" or key in own:
+            if key in ANNOTATIONS or key == "type" or key in own or key.startswith("x-"):
                 continue
             if key in KNOWN:
                 raise self.fail(f"keyword '{key}' does not apply here", pointer)
@@ -244,13 +265,15 @@ class _Converter:
             for item in items
         )
         if not ok:
-            raise self.fail('\'x-kor-examples\' must be a list of {"text", "output"}', pointer)
+            raise self.bad_examples(
+                '\'x-kor-examples\' must be a list of {"text", "output"}', pointer
+            )
         return [(item["text"], item["output"]) for item in items]
 
     def null_examples(self, schema: dict[str, Any], pointer: str) -> list[str]:
         texts = schema.get("x-kor-null-examples", [])
         if not isinstance(texts, list) or not all(isinstance(text, str) for text in texts):
-            raise self.fail("'x-kor-null-examples' must be a list of texts", pointer)
+            raise self.bad_examples("'x-kor-null-examples' must be a list of texts", pointer)
         return texts
 
 

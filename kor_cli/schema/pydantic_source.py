@@ -1,4 +1,4 @@
-"""Pydantic model classes → Node tree, through the class's own JSON Schema.
+"""Pydantic model classes → their JSON Schema (and the class, which validation keeps).
 
 Spec: `path/to/file.py:ClassName` or `package.module:ClassName` (the current directory is
 importable, as with `python -m`). The root id is the class name in snake_case
@@ -18,7 +18,8 @@ files use, as `{"text": ..., "output": ...}` items whose output is that node's v
         )
 
 `x-kor-null-examples` (a list of texts) works the same way. Fields with a default are
-optional; `X | None` fields are nullable.
+optional; `X | None` fields are nullable. The class itself, with its validators, checks
+every extracted record besides the JSON Schema (see `kor_cli.validate`).
 """
 
 from __future__ import annotations
@@ -39,12 +40,11 @@ from pydantic import BaseModel
 from pydantic.json_schema import GenerateJsonSchema, JsonSchemaValue
 
 from kor_cli.errors import SchemaError
-from kor_cli.schema.json_schema import parse_json_schema
-from kor_cli.schema.nodes import Node, did_you_mean, snake_case
+from kor_cli.schema.nodes import did_you_mean, snake_case
 
 
-def parse_pydantic(spec: str) -> Node:
-    """Import the class named by `spec` and convert it to the root node."""
+def pydantic_document(spec: str) -> tuple[dict[str, Any], type[BaseModel], str]:
+    """Import the class named by `spec`: (its JSON Schema, the class, the root id)."""
     target, _, class_name = spec.rpartition(":")
     module = _import_file(Path(target), spec) if target.endswith(".py") else _import(target, spec)
     model = getattr(module, class_name, None)
@@ -61,7 +61,7 @@ def parse_pydantic(spec: str) -> Node:
         raise SchemaError(
             f"{spec}: cannot build the JSON Schema of {class_name}: {error}"
         ) from None
-    return parse_json_schema(document, spec, root_id=snake_case(model.__name__))
+    return document, model, snake_case(model.__name__)
 
 
 class _InOrder(GenerateJsonSchema):
