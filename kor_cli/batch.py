@@ -136,7 +136,9 @@ def run_batch(
     from kor_cli.schema import load_schema
 
     check_options(options)
-    schema = load_schema(schema_spec)
+    schema = load_schema(
+        schema_spec, lenient=extract_options.lenient, open_objects=extract_options.open_objects
+    )
     sources = resolve_sources(options.inputs, output=options.output)
     total = count_records(sources)
     if total is not None and options.limit is not None:

@@ -73,8 +73,16 @@ def schema_show(
     as_: str = typer.Option(
         "typescript", "--as", help="Output form: typescript | json-schema.", metavar="FORM"
     ),
+    verbose: bool = typer.Option(
+        False, "--verbose", "-v", help="List the keywords ignored as annotations (on stderr)."
+    ),
+    lenient: bool = opts.LENIENT,
+    open_objects: bool = opts.OPEN_OBJECTS,
 ) -> None:
     """Print a schema as Kor's TypeScript block or as JSON Schema.
+
+    The JSON Schema is the record's: what the grammar compiles and validation checks.
+    Keywords no JSON Schema draft defines are annotations: ignored, listed by --verbose.
 
     Example: kor-cli schema show schemas/person.yaml --as json-schema
     """
@@ -83,7 +91,14 @@ def schema_show(
         from kor_cli.errors import UsageError
         from kor_cli.schema import load_schema
 
-        loaded = load_schema(schema)
+        if as_ not in ("typescript", "json-schema"):
+            raise UsageError(f"--as must be typescript or json-schema, not {as_!r}")
+        loaded = load_schema(schema, lenient=lenient, open_objects=open_objects)
+        for message in loaded.warnings:
+            warn(message)
+        if verbose:
+            for line in loaded.ignored_keywords_report():
+                info(line)
         if as_ == "typescript":
             emit_text(loaded.typescript())
         elif as_ == "json-schema":
@@ -102,6 +117,8 @@ def prompt_cmd(
     input_formatter: str = typer.Option(
         "none", "--input-formatter", help="none | triple_quotes | text_prefix (as in Kor)."
     ),
+    lenient: bool = opts.LENIENT,
+    open_objects: bool = opts.OPEN_OBJECTS,
 ) -> None:
     """Print the exact extraction prompt for a text, without loading a model.
 
@@ -112,7 +129,9 @@ def prompt_cmd(
         from kor_cli.prompt import load_template, render_prompt
         from kor_cli.schema import load_schema
 
-        loaded = load_schema(schema)
+        loaded = load_schema(schema, lenient=lenient, open_objects=open_objects)
+        for message in loaded.warnings:
+            warn(message)
         text = _stdin_or(input_path)
         template_text = load_template(template) if template else None
         emit_text(
@@ -141,6 +160,7 @@ def extract_cmd(
     jump: bool = opts.JUMP,
     allow_refusal: bool = opts.ALLOW_REFUSAL,
     lenient: bool = opts.LENIENT,
+    open_objects: bool = opts.OPEN_OBJECTS,
     pretty: bool = typer.Option(False, "--pretty", help="Indent the JSON result."),
 ) -> None:
     """Extract one record from a text and print the JSON result.
@@ -157,12 +177,12 @@ def extract_cmd(
         from kor_cli.models import load_model
         from kor_cli.schema import load_schema
 
-        loaded_schema = load_schema(schema)
+        loaded_schema = load_schema(schema, lenient=lenient, open_objects=open_objects)
         text = _stdin_or(input_path)
         options = opts.build_extract_options(
             mode=mode, max_tokens=max_tokens, temperature=temperature, top_k=top_k, top_p=top_p,
             seed=seed, chat=chat, template=template, input_formatter=input_formatter, jump=jump,
-            allow_refusal=allow_refusal, lenient=lenient,
+            allow_refusal=allow_refusal, lenient=lenient, open_objects=open_objects,
         )
         loaded_model = load_model(model, device=device, dtype=dtype)
         extractor = Extractor(loaded_schema, loaded_model, options)
@@ -272,6 +292,7 @@ def batch_cmd(
     jump: bool = opts.JUMP,
     allow_refusal: bool = opts.ALLOW_REFUSAL,
     lenient: bool = opts.LENIENT,
+    open_objects: bool = opts.OPEN_OBJECTS,
 ) -> None:
     """Extract a record from every JSONL line or text file into one JSONL file.
 
@@ -288,7 +309,7 @@ def batch_cmd(
         options = opts.build_extract_options(
             mode=mode, max_tokens=max_tokens, temperature=temperature, top_k=top_k, top_p=top_p,
             seed=seed, chat=chat, template=template, input_formatter=input_formatter, jump=jump,
-            allow_refusal=allow_refusal, lenient=lenient,
+            allow_refusal=allow_refusal, lenient=lenient, open_objects=open_objects,
         )
         batch = BatchOptions(
             inputs=tuple(inputs),
@@ -346,6 +367,7 @@ def compare_cmd(
     input_formatter: str = opts.INPUT_FORMATTER,
     allow_refusal: bool = opts.ALLOW_REFUSAL,
     lenient: bool = opts.LENIENT,
+    open_objects: bool = opts.OPEN_OBJECTS,
 ) -> None:
     """Run prompt-only and constrained extraction on the same records and compare them.
 
@@ -368,6 +390,7 @@ def compare_cmd(
             top_p=top_p, seed=seed, chat=chat, template=template,
             input_formatter=input_formatter, jump=True, allow_refusal=allow_refusal,
             lenient=lenient,
+            open_objects=open_objects,
         )
         options = CompareOptions(
             inputs=tuple(inputs), modes=chosen, text_key=text_key, id_key=id_key,
@@ -416,6 +439,7 @@ def trace_cmd(
     jump: bool = opts.JUMP,
     allow_refusal: bool = opts.ALLOW_REFUSAL,
     lenient: bool = opts.LENIENT,
+    open_objects: bool = opts.OPEN_OBJECTS,
 ) -> None:
     """Show constrained decoding of one text step by step.
 
@@ -432,13 +456,14 @@ def trace_cmd(
         from kor_cli.schema import load_schema
         from kor_cli.trace import run_trace, summary, trace_table
 
-        loaded_schema = load_schema(schema)
+        loaded_schema = load_schema(schema, lenient=lenient, open_objects=open_objects)
         text = _stdin_or(input_path)
         options = opts.build_extract_options(
             mode="constrained", max_tokens=max_tokens, temperature=temperature, top_k=top_k,
             top_p=top_p, seed=seed, chat=chat, template=template,
             input_formatter=input_formatter, jump=jump, allow_refusal=allow_refusal,
             lenient=lenient,
+            open_objects=open_objects,
         )
         loaded_model = load_model(model, device=device, dtype=dtype)
         steps, decoded, warnings = run_trace(loaded_schema, loaded_model, text, options)

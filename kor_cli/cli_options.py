@@ -45,7 +45,16 @@ ALLOW_REFUSAL = typer.Option(
     help='Constrained: also accept {"error": "..."} so the model can say there is no answer.',
 )
 LENIENT = typer.Option(
-    False, "--lenient", help="Constrained: drop schema keywords it cannot enforce, with a warning."
+    False,
+    "--lenient",
+    help="Accept a JSON Schema whose keywords the grammar cannot all enforce: generation drops "
+    "them with a warning; validation still checks them.",
+)
+OPEN_OBJECTS = typer.Option(
+    False,
+    "--open-objects",
+    help="JSON Schema objects without 'additionalProperties' allow other members, as the "
+    "spec says (default: closed, the right default for extraction).",
 )
 
 
@@ -63,6 +72,7 @@ def build_extract_options(
     jump: bool,
     allow_refusal: bool,
     lenient: bool,
+    open_objects: bool = False,
 ) -> ExtractOptions:
     """Assemble and check the extraction options given on the command line."""
     from kor_cli.decode import SamplingOptions
@@ -80,6 +90,7 @@ def build_extract_options(
         jump=jump,
         allow_refusal=allow_refusal,
         lenient=lenient,
+        open_objects=open_objects,
     )
     check_options(options)
     return options

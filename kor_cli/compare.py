@@ -269,7 +269,7 @@ def run_compare(
 
     if options.batch_size < 1:
         raise UsageError("--batch-size must be at least 1")
-    schema = load_schema(schema_spec)
+    schema = load_schema(schema_spec, lenient=base.lenient, open_objects=base.open_objects)
     records = load_records(options)
     loaded = load_model(model, device=device, dtype=dtype)
     runners: dict[str, Runner] = {}

@@ -153,11 +153,18 @@ REFUSAL_SCHEMA: dict[str, Any] = {
 }
 
 
+def record_grammar_options(*, lenient: bool = False, open_objects: bool = False) -> GrammarOptions:
+    """The grammar options of a record (`kor_cli.schema` compiles with them at load time,
+    so `record_grammar` finds the compiled grammar in the cache)."""
+    return GrammarOptions(whitespace="spaced", lenient=lenient, open_objects=open_objects)
+
+
 def record_grammar(
     json_schema: dict[str, Any],
     *,
     allow_refusal: bool = False,
     lenient: bool = False,
+    open_objects: bool = False,
     envelope: Envelope = DEFAULT_ENVELOPE,
 ) -> Grammar:
     """The constrained output for a schema: the record's JSON in the envelope's wrapper
@@ -167,7 +174,7 @@ def record_grammar(
     the model stays on the distribution its prompt shows; the fixed wrapper costs no
     sampling (it is jump-forwarded). `allow_refusal` also admits `{"error": "<why>"}`.
     """
-    options = GrammarOptions(whitespace="spaced", lenient=lenient)
+    options = record_grammar_options(lenient=lenient, open_objects=open_objects)
     record = compile_json_schema(json_schema, options)
     body: Node = Automaton(record.dfa)
     if allow_refusal:

@@ -29,6 +29,7 @@ class ExtractOptions:
     jump: bool = True
     allow_refusal: bool = False
     lenient: bool = False
+    open_objects: bool = False
     chat: bool | None = None
     template: str | None = None
     input_formatter: str = "none"
@@ -39,8 +40,8 @@ def check_options(options: ExtractOptions) -> None:
     """Reject bad option values before anything expensive (like loading a model) runs."""
     if options.mode not in MODES:
         raise UsageError(f"unknown mode {options.mode!r}; choose {' or '.join(MODES)}")
-    if options.mode == "prompt" and (options.allow_refusal or options.lenient):
-        raise UsageError("--allow-refusal and --lenient apply to --mode constrained only")
+    if options.mode == "prompt" and options.allow_refusal:
+        raise UsageError("--allow-refusal applies to --mode constrained only")
 
 
 class Extractor:
@@ -60,6 +61,7 @@ class Extractor:
                 schema.json_schema(),
                 allow_refusal=options.allow_refusal,
                 lenient=options.lenient,
+                open_objects=options.open_objects,
                 envelope=options.envelope,
             )
             self.warnings = grammar.warnings

@@ -76,14 +76,20 @@ def root_id_for(document: Any, fallback: str) -> str:
     return snake_case(fallback) or "record"
 
 
-def parse_json_schema(document: Any, source: str, *, root_id: str) -> Node:
+def parse_json_schema(
+    document: Any, source: str, *, root_id: str, open_objects: bool = False
+) -> Node:
     """Convert a JSON Schema document (an object, or an array of objects) to the root node;
-    NotATree when the tree cannot express it."""
+    NotATree when the tree cannot express it. The tree's objects are closed: with
+    `open_objects`, an object that does not say `additionalProperties: false` is open,
+    which the tree cannot express."""
     if not isinstance(document, dict):
         raise SchemaError(f"{source}: a JSON Schema must be a JSON object")
     if declared_draft(document):
         raise NotATree(f"{source}: '$schema' {document['$schema']!r} is an older draft")
-    root = _Converter(document, source).node(document, "", root_id, required=True)
+    converter = _Converter(document, source)
+    converter.open_objects = open_objects
+    root = converter.node(document, "", root_id, required=True)
     if root.type != "object" or root.nullable:
         raise NotATree(f"{source}: the root is not an object")
     return root
@@ -94,6 +100,7 @@ class _Converter:
         self.document = document
         self.source = source
         self.refs: list[str] = []  # $refs being expanded on the current path, for cycles
+        self.open_objects = False
 
     def fail(self, message: str, pointer: str) -> SchemaError:
         return NotATree(f"{self.source}: {message} at '{pointer or '/'}'")
@@ -175,7 +182,8 @@ class _Converter:
         for name in required:
             if name not in properties:
                 raise self.fail(f"'required' names {name!r}, which is not a property", pointer)
-        if schema.get("additionalProperties", False) is not False:
+        default = self.open_objects  # absent: closed (False) unless objects are open
+        if schema.get("additionalProperties", default) is not False:
             raise self.fail(
                 "unsupported keyword 'additionalProperties' (only false; objects are closed)",
                 pointer,

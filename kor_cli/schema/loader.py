@@ -92,6 +92,17 @@ class Schema:
             self._model = record_model(self.root)
         return self._model
 
+    def ignored_keywords_report(self) -> list[str]:
+        """One line per keyword of the JSON Schema as written that is only an annotation
+        (no supported draft defines it): ignored by the grammar and by validation."""
+        if self.source_document is None:
+            return [f"{self.source}: no JSON Schema keywords ignored (not a JSON Schema source)"]
+        from kor_cli.grammar import ignored_keywords
+
+        found = ignored_keywords(self.source_document)
+        lines = [f"ignored (annotation): '{key}' at '{pointer or '/'}'" for key, pointer in found]
+        return lines or [f"{self.source}: no keyword ignored"]
+
     def validator(self) -> Any:
         """The record validator (`kor_cli.validate.RecordValidator`), built once."""
         if self._validator is None:
@@ -104,12 +115,15 @@ class Schema:
         return self._validator
 
 
-def load_schema(spec: str, *, lenient: bool = False) -> Schema:
+def load_schema(spec: str, *, lenient: bool = False, open_objects: bool = False) -> Schema:
     """Load `path.yaml`/`.yml` (Kor-like), `path.json` (JSON Schema), `file.py:Class` or
     `package.module:Class` (Pydantic) into a Schema; SchemaError otherwise.
 
     `lenient`: a JSON Schema keyword the grammar cannot enforce is dropped from generation
-    with a warning (`Schema.warnings`) instead of failing; validation still checks it."""
+    with a warning (`Schema.warnings`) instead of failing; validation still checks it.
+    `open_objects`: JSON Schema objects without `additionalProperties` allow other members
+    (the spec's rule) instead of being closed (the default for extraction)."""
+    flags = {"lenient": lenient, "open_objects": open_objects}
     suffix = Path(spec).suffix.lower()
     if suffix in (".yaml", ".yml"):
         return Schema(parse_yaml(_read(spec), spec), source=spec)
@@ -121,10 +135,10 @@ def load_schema(spec: str, *, lenient: bool = False) -> Schema:
                 f"{spec}:{error.lineno}:{error.colno}: JSON syntax error: {error.msg}"
             ) from None
         root_id = root_id_for(document, Path(spec).stem)
-        return schema_from_document(document, spec, root_id, lenient=lenient)
+        return schema_from_document(document, spec, root_id, **flags)
     if ":" in spec:
         document, model, root_id = pydantic_document(spec)
-        return schema_from_document(document, spec, root_id, lenient=lenient, user_model=model)
+        return schema_from_document(document, spec, root_id, **flags, user_model=model)
     raise SchemaError(
         f"{spec}: unknown schema kind; use a .yaml/.yml file (Kor-like), a .json file "
         "(JSON Schema), or 'path/to/file.py:Class' / 'package.module:Class' (Pydantic)"
@@ -137,6 +151,7 @@ def schema_from_document(
     root_id: str,
     *,
     lenient: bool = False,
+    open_objects: bool = False,
     user_model: type[BaseModel] | None = None,
 ) -> Schema:
     """A Schema for a JSON Schema document: the node tree when it can express the document,
@@ -145,10 +160,10 @@ def schema_from_document(
         raise SchemaError(f"{source}: a JSON Schema must be a JSON object")
     _check_meta_schema(document, source)
     try:
-        root = parse_json_schema(document, source, root_id=root_id)
+        root = parse_json_schema(document, source, root_id=root_id, open_objects=open_objects)
     except NotATree:
         record = record_document(document, root_id)
-        warnings = _engine_check(record, source, root_id, lenient=lenient)
+        warnings = _engine_check(record, source, root_id, lenient, open_objects)
         return Schema(
             Node(id=root_id, type="object", description=str(document.get("description", ""))),
             source=source,
@@ -172,12 +187,13 @@ def _check_meta_schema(document: dict[str, Any], source: str) -> None:
 
 
 def _engine_check(
-    record: dict[str, Any], source: str, root_id: str, *, lenient: bool
+    record: dict[str, Any], source: str, root_id: str, lenient: bool, open_objects: bool
 ) -> tuple[str, ...]:
     """Ask the grammar engine to compile the record document (as `extract` will: the
     compiled grammar is cached); its refusal is the schema error."""
+    from kor_cli.constrain import record_grammar_options
     from kor_cli.errors import GrammarError
-    from kor_cli.grammar.compile import GrammarOptions, compile_json_schema
+    from kor_cli.grammar.compile import compile_json_schema
 
     def local(message: str) -> str:
         inner = "/properties/" + escape(root_id)
@@ -187,7 +203,8 @@ def _engine_check(
         return message
 
     try:
-        grammar = compile_json_schema(record, GrammarOptions(whitespace="spaced", lenient=lenient))
+        options = record_grammar_options(lenient=lenient, open_objects=open_objects)
+        grammar = compile_json_schema(record, options)
     except GrammarError as error:
         raise SchemaError(f"{source}: {local(str(error))}") from None
     return tuple(local(warning) for warning in grammar.warnings)
