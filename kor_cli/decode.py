@@ -61,7 +61,7 @@ class DecodeResult:
 
     text: str
     token_ids: list[int]
-    finish_reason: str  # "stop" (stop token/string or grammar done) | "length"
+    finish_reason: str  # "stop" (stop token, grammar done, or prompt-only stop string) | "length"
     tokens: int  # tokens in the output, sampled plus forced
     forward_passes: int
     forced_tokens: int
@@ -274,7 +274,13 @@ class Decoder:
             if constraint.finished:
                 row.finish = "stop"
                 return []
-        if stop_strings and _ends_with_stop(self.loaded.tokenizer, row.output, stop_strings):
+        # Stop strings end prompt-only rows; a constrained row ends only when its grammar
+        # does (a `</json>` inside a JSON string is text, not the end of the record).
+        if (
+            stop_strings
+            and constraint is None
+            and _ends_with_stop(self.loaded.tokenizer, row.output, stop_strings)
+        ):
             row.finish = "stop"
         elif len(row.output) >= options.max_new_tokens:
             row.finish = "length"
@@ -282,7 +288,7 @@ class Decoder:
 
     def _result(self, row: _Row, stop_strings: tuple[str, ...]) -> DecodeResult:
         text = self.loaded.tokenizer.decode(row.output, skip_special_tokens=True)
-        if stop_strings:
+        if stop_strings and row.constraint is None:
             text = _cut_after_stop(text, stop_strings)
         return DecodeResult(
             text=text,

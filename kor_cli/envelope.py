@@ -35,6 +35,15 @@ def parse_json(text: str) -> Any:
         ) from None
 
 
+def _json_value_end(raw: str, start: int) -> int | None:
+    """Where the JSON value that starts at `start` (after whitespace) ends, or None."""
+    begin = len(raw) - len(raw[start:].lstrip())
+    try:
+        return json.JSONDecoder().raw_decode(raw, begin)[1]
+    except (json.JSONDecodeError, RecursionError):
+        return None
+
+
 class Envelope(ABC):
     """One output format: instructions, example encoding, grammar wrapper, stops, parsing."""
 
@@ -101,7 +110,17 @@ class JsonTags(Envelope):
         return (self.close,)
 
     def payload(self, raw: str) -> str:
-        """The text inside the first complete block, strictly."""
+        """The text inside the first complete block, strictly.
+
+        A block whose body is one complete JSON value is taken whole, so a string inside it
+        may hold the closing tag itself; otherwise the body ends at the first closing tag.
+        """
+        start = raw.find(self.open)
+        if start >= 0:
+            body = start + len(self.open)
+            end = _json_value_end(raw, body)
+            if end is not None and raw[end:].lstrip().startswith(self.close):
+                return raw[body : raw.index(self.close, end)]
         pattern = re.escape(self.open) + "(.*?)" + re.escape(self.close)
         match = re.search(pattern, raw, re.DOTALL)
         if match is None:

@@ -87,7 +87,7 @@ class Extractor:
         decoded = self.decoder.generate_batch(
             [self.prompt_ids(text) for text in texts],
             self.options.sampling,
-            stop_strings=self.options.envelope.stop_strings,
+            stop_strings=() if factory else self.options.envelope.stop_strings,
             constraints=[factory.new() for _ in texts] if factory else None,
         )
         return [self._finish(result) for result in decoded]

@@ -114,7 +114,6 @@ def run_trace(
     decoded = extractor.decoder.generate_batch(
         [extractor.prompt_ids(text)],
         options.sampling,
-        stop_strings=options.envelope.stop_strings,
         constraints=[tracer],
         observer=tracer.observe,
     )[0]

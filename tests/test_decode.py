@@ -68,15 +68,18 @@ def test_seeded_sampling_is_reproducible(tiny: LoadedModel) -> None:
 
 
 @pytest.mark.parametrize("force", [False, True])
-def test_constraint_masks_and_stop_string_ends(tiny: LoadedModel, force: bool) -> None:
-    target = tiny.tokenizer('<json>{"a": 1}</json> trailing', add_special_tokens=False)["input_ids"]
+def test_constraint_masks_and_only_the_constraint_ends(tiny: LoadedModel, force: bool) -> None:
+    """A stop string inside constrained output is text: only the constraint ends the row."""
+    text = '<json>{"a": "</json>"}</json> trailing'
+    target = tiny.tokenizer(text, add_special_tokens=False)["input_ids"]
     constraint = ScriptedConstraint(target, tiny.vocab_size, force)
     ids = encode_prompt(tiny, "Output:", chat=False)
     result = Decoder(tiny).generate(
         ids, SamplingOptions(max_new_tokens=64), stop_strings=("</json>",), constraint=constraint
     )
     assert result.finish_reason == "stop"
-    assert result.text == '<json>{"a": 1}</json>'
+    assert result.text == tiny.tokenizer.decode(target, skip_special_tokens=True)
+    assert result.text.endswith("</json> trailing")
     if force:
         assert result.forced_tokens == len(target)
         assert result.forward_passes == 1  # everything was forced into the prompt pass
