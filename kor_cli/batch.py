@@ -30,7 +30,10 @@ from kor_cli.result import ROW_FIELDS, ExtractResult
 from kor_cli.sink import Existing, OutputSink, row_key
 
 if TYPE_CHECKING:
+    from kor_cli.distributed import RayOptions
     from kor_cli.extract import ExtractOptions
+    from kor_cli.runner import Runner
+    from kor_cli.schema import Schema
 
 
 @dataclass(frozen=True)
@@ -128,14 +131,20 @@ def run_batch(
     *,
     device: str = "auto",
     dtype: str = "auto",
+    scale_out: RayOptions | None = None,
 ) -> int:
-    """Run `kor-cli batch` end to end; return the exit code (0, 3 or 130)."""
-    from kor_cli.extract import Extractor
-    from kor_cli.models import load_model
-    from kor_cli.runner import Runner
+    """Run `kor-cli batch` end to end; return the exit code (0, 3 or 130).
+
+    With `scale_out`, Ray actors extract the batches (kor_cli/distributed.py); this
+    process still reads, skips, orders and writes every row.
+    """
     from kor_cli.schema import load_schema
 
     check_options(options)
+    if scale_out is not None:
+        from kor_cli.distributed import check_ray_options
+
+        check_ray_options(scale_out, device)
     schema = load_schema(
         schema_spec, lenient=extract_options.lenient, open_objects=extract_options.open_objects
     )
@@ -154,32 +163,79 @@ def run_batch(
         batches = pending_batches(records, tally, options.limit, options.batch_size)
         first = next(batches, None)  # skips what is done; no model load when all is
         if first is not None:
-            extractor = Extractor(
-                schema, load_model(model, device=device, dtype=dtype), extract_options
-            )
-            for message in extractor.warnings:
-                warn(message)
-            runner = Runner(
-                extractor,
-                batch_size=options.batch_size,
-                chunk_tokens=options.chunk_tokens,
-                keep=options.keep,
-            )
-            tally.started = time.perf_counter()
-            with _stop_on_ctrl_c() as stop, _progress(tally) as update:
-                for batch in chain([first], batches):
-                    rows = runner.run(batch)
-                    sink.write([row.to_dict() for row in rows])
-                    for row in rows:
-                        tally.count(row)
-                    update()
-                    if stop.is_set():
-                        tally.interrupted = True
-                        break
+            if scale_out is None:
+                engine = _local_engine(schema, model, extract_options, options, device, dtype)
+            else:
+                from kor_cli.distributed import ray_engine
+
+                engine = ray_engine(
+                    schema, model, extract_options, options, scale_out, device, dtype
+                )
+            with engine as rows_of:  # the model is loaded (on every worker)
+                tally.started = time.perf_counter()
+                with _stop_on_ctrl_c() as stop, _progress(tally) as update:
+                    for rows in rows_of(chain([first], batches), stop):
+                        sink.write([row.to_dict() for row in rows])
+                        for row in rows:
+                            tally.count(row)
+                        update()
+                    tally.interrupted = stop.is_set()
     print_summary(tally, options.output)
     if tally.interrupted:
         return EXIT_INTERRUPTED
     return EXIT_PARTIAL if existing.failed + tally.failed else EXIT_OK
+
+
+# Per batch of records, their rows; stops pulling batches once the event is set.
+RowsOf = Callable[[Iterator[list[Record]], threading.Event], Iterator[list[ExtractResult]]]
+
+
+def load_runner(
+    schema: Schema,
+    model: str | None,
+    extract_options: ExtractOptions,
+    options: BatchOptions,
+    *,
+    device: str = "auto",
+    dtype: str = "auto",
+) -> Runner:
+    """Load the model and build this run's runner (here, or once on each Ray worker)."""
+    from kor_cli.extract import Extractor
+    from kor_cli.models import load_model
+    from kor_cli.runner import Runner
+
+    extractor = Extractor(schema, load_model(model, device=device, dtype=dtype), extract_options)
+    return Runner(
+        extractor,
+        batch_size=options.batch_size,
+        chunk_tokens=options.chunk_tokens,
+        keep=options.keep,
+    )
+
+
+@contextmanager
+def _local_engine(
+    schema: Schema,
+    model: str | None,
+    extract_options: ExtractOptions,
+    options: BatchOptions,
+    device: str,
+    dtype: str,
+) -> Iterator[RowsOf]:
+    """Load the model here and extract the batches in this process."""
+    runner = load_runner(schema, model, extract_options, options, device=device, dtype=dtype)
+    for message in runner.extractor.warnings:
+        warn(message)
+
+    def rows_of(
+        batches: Iterator[list[Record]], stop: threading.Event
+    ) -> Iterator[list[ExtractResult]]:
+        for batch in batches:
+            yield runner.run(batch)
+            if stop.is_set():
+                return
+
+    yield rows_of
 
 
 @contextmanager

@@ -9,7 +9,7 @@ from rich.console import Console
 
 from kor_cli import cli_options as opts
 from kor_cli.console import emit_json, emit_text, info, run_guarded, warn
-from kor_cli.errors import EXIT_INVALID, EXIT_OK, InputError
+from kor_cli.errors import EXIT_INVALID, EXIT_OK, InputError, UsageError
 
 EXIT_CODES = """\
 Exit codes: 0 valid record(s) · 1 no valid record · 2 usage, schema or input error ·
@@ -293,6 +293,19 @@ def batch_cmd(
     allow_refusal: bool = opts.ALLOW_REFUSAL,
     lenient: bool = opts.LENIENT,
     open_objects: bool = opts.OPEN_OBJECTS,
+    ray: str | None = typer.Option(
+        None,
+        "--ray",
+        metavar="ADDRESS",
+        help="Extract on Ray workers: local (start a cluster here), auto (join the running "
+        "one) or HOST:PORT. Needs the ray extra.",
+    ),
+    workers: int | None = typer.Option(
+        None, "--workers", min=1, help="--ray: worker actors (default: one per GPU, else 1)."
+    ),
+    gpus_per_worker: float | None = typer.Option(
+        None, "--gpus-per-worker", min=0, help="--ray: GPUs per worker (default: 1 if any, else 0)."
+    ),
 ) -> None:
     """Extract a record from every JSONL line or text file into one JSONL file.
 
@@ -322,7 +335,16 @@ def batch_cmd(
             overwrite=overwrite,
             chunk_tokens=chunk_tokens,
         )
-        return run_batch(schema, model, options, batch, device=device, dtype=dtype)
+        scale_out = None
+        if ray is not None:
+            from kor_cli.distributed import RayOptions
+
+            scale_out = RayOptions(ray, workers, gpus_per_worker)
+        elif workers is not None or gpus_per_worker is not None:
+            raise UsageError("--workers and --gpus-per-worker need --ray")
+        return run_batch(
+            schema, model, options, batch, device=device, dtype=dtype, scale_out=scale_out
+        )
 
     raise typer.Exit(run_guarded(action))
 

@@ -1,0 +1,223 @@
+"""Ray actors that extract micro-batches, and the driver's in-order, bounded pool of them.
+
+Each `ExtractWorker` builds one `Extractor` and `Planner` (schema, model, grammar: once)
+and runs `Runner.run` (kor_cli/runner.py) on the records it is sent: the very code path of a
+single-process run. `WorkerPool.rows_of` streams batches to the workers, at most `DEPTH`
+queued per worker and `WINDOW` per worker between the oldest unwritten batch and the newest
+sent (a big input never sits in memory), and yields each batch's rows in input order.
+A worker that dies has its batches sent again to the others and is replaced; a batch that
+kills `MAX_ATTEMPTS` workers stops the run (the rows before it are written).
+Imported only by a `--ray` run, with Ray installed.
+"""
+
+from __future__ import annotations
+
+import heapq
+import os
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from kor_cli.console import warn
+from kor_cli.errors import KorError, ModelError
+from kor_cli.result import ExtractResult
+
+if TYPE_CHECKING:
+    from kor_cli.batch import BatchOptions
+    from kor_cli.distributed import WorkerPlan
+    from kor_cli.extract import ExtractOptions
+    from kor_cli.records import Record
+    from kor_cli.schema import Schema
+
+DEPTH = 2  # batches queued on one worker: the next one is ready when one ends
+WINDOW = 4  # batches per worker between the oldest unwritten and the newest sent
+MAX_ATTEMPTS = 3  # workers a batch may see die while running it
+POLL_SECONDS = 0.2  # how often the driver wakes (Ctrl-C is handled between waits)
+
+ACTOR_PREFIX = "kor-cli-worker-"  # actor names: prefix, run id, worker number
+
+Rows = list[ExtractResult]
+
+
+@dataclass(frozen=True)
+class WorkerSpec:
+    """What every worker needs to build the same extractor as a single-process run."""
+
+    schema: Schema
+    model: str | None
+    extract_options: ExtractOptions
+    batch_options: BatchOptions
+    device: str = "auto"
+    dtype: str = "auto"
+
+
+class ExtractWorker:
+    """One Ray actor: a loaded extractor that turns batches of records into rows."""
+
+    def __init__(self, spec: WorkerSpec, threads: int) -> None:
+        from kor_cli.batch import load_runner
+
+        self.error: KorError | None = None
+        self.warnings: tuple[str, ...] = ()
+        if threads:
+            import torch
+
+            torch.set_num_threads(threads)
+        try:
+            self.runner = load_runner(
+                spec.schema,
+                spec.model,
+                spec.extract_options,
+                spec.batch_options,
+                device=spec.device,
+                dtype=spec.dtype,
+            )
+            self.warnings = self.runner.extractor.warnings
+        except KorError as error:  # reported by ready(), as the single-process run would
+            self.error = error
+
+    def ready(self) -> tuple[KorError | None, tuple[str, ...]]:
+        """The load error (None when loaded) and the extractor's warnings."""
+        return self.error, self.warnings
+
+    def run(self, records: list[Record]) -> Rows:
+        """The rows of `records`, in order: the single-process run's batch step."""
+        return self.runner.run(records)
+
+
+@dataclass
+class _Slot:
+    """A started actor and the batches queued on it, oldest (the running one) first."""
+
+    actor: Any
+    number: int
+    queued: list[int] = field(default_factory=list)
+
+
+class WorkerPool:
+    """Starts the actors, then streams batches through them in input order."""
+
+    def __init__(self, ray: Any, spec: WorkerSpec, plan: WorkerPlan) -> None:
+        self.ray = ray
+        self.remote = ray.remote(ExtractWorker)
+        self.resources = {"num_cpus": plan.cpus, "num_gpus": plan.gpus}
+        self.spec = spec
+        self.threads = 0 if plan.gpus else int(plan.cpus)
+        self.run_id = os.urandom(3).hex()
+        self.started = 0
+        self.live: list[_Slot] = []
+        self.starting: dict[Any, _Slot] = {}  # ready() ref → actor loading the model
+        self.sent: dict[Any, tuple[int, _Slot]] = {}  # run() ref → (batch number, actor)
+        for _ in range(plan.workers):
+            self._start()
+        warned = False
+        while self.starting:  # every worker loaded: load errors surface before any row
+            done, _ = ray.wait(list(self.starting), num_returns=1)
+            warnings = self._started(done[0])
+            for message in () if warned else warnings:
+                warn(message)
+            warned = True
+
+    def _start(self) -> None:
+        self.started += 1
+        name = f"{ACTOR_PREFIX}{self.run_id}-{self.started}"  # as `ray list actors` shows
+        actor = self.remote.options(name=name, max_restarts=0, **self.resources).remote(
+            self.spec, self.threads
+        )
+        slot = _Slot(actor, self.started)
+        self.starting[slot.actor.ready.remote()] = slot
+
+    def _started(self, ref: Any) -> tuple[str, ...]:
+        """Move a loaded actor to `live` and return its warnings; raise its load error."""
+        slot = self.starting.pop(ref)
+        try:
+            error, warnings = self.ray.get(ref)
+        except self.ray.exceptions.RayActorError as died:
+            raise ModelError(
+                f"Ray worker {slot.number} died while loading the model: {_first_line(died)}"
+            ) from None
+        if error is not None:
+            raise error
+        self.live.append(slot)
+        return warnings
+
+    def rows_of(self, batches: Iterator[list[Record]], stop: threading.Event) -> Iterator[Rows]:
+        """Each batch's rows, in input order; stops taking batches once `stop` is set."""
+        held: dict[int, list[Record]] = {}  # sent, not yet written
+        finished: dict[int, Rows] = {}
+        again: list[int] = []  # batch numbers to send again, lowest first
+        attempts: dict[int, int] = {}
+        next_out = next_in = 0
+        window = WINDOW * len(self.live)
+        exhausted = False
+        while True:
+            while True:  # fill the least busy worker's queue until all are full
+                slot = min(self.live, key=lambda s: len(s.queued), default=None)
+                if slot is None or len(slot.queued) >= DEPTH:
+                    break
+                if again:
+                    number = heapq.heappop(again)
+                elif exhausted or stop.is_set() or next_in - next_out >= window:
+                    break
+                else:
+                    batch = next(batches, None)
+                    if batch is None:
+                        exhausted = True
+                        break
+                    number, next_in = next_in, next_in + 1
+                    held[number] = batch
+                slot.queued.append(number)
+                self.sent[slot.actor.run.remote(held[number])] = (number, slot)
+            while next_out in finished:
+                del held[next_out]
+                yield finished.pop(next_out)
+                next_out += 1
+            if next_out == next_in and (exhausted or stop.is_set()):
+                return
+            done, _ = self.ray.wait([*self.sent, *self.starting], timeout=POLL_SECONDS)
+            for ref in done:
+                if ref in self.starting:  # a replacement has loaded
+                    self._started(ref)
+                elif ref in self.sent:  # not dropped with a dead worker
+                    number, slot = self.sent.pop(ref)
+                    try:
+                        finished[number] = self.ray.get(ref)
+                        slot.queued.remove(number)
+                    except self.ray.exceptions.RayActorError as died:
+                        self._lost(slot, died, attempts, again)
+
+    def _lost(
+        self, slot: _Slot, died: Exception, attempts: dict[int, int], again: list[int]
+    ) -> None:
+        """Requeue a dead worker's batches (only the running one counts an attempt)."""
+        self.live.remove(slot)
+        running = slot.queued[0]
+        attempts[running] = attempts.get(running, 0) + 1
+        if attempts[running] >= MAX_ATTEMPTS:
+            raise ModelError(
+                f"{MAX_ATTEMPTS} Ray workers died running the same batch (the last: "
+                f"{_first_line(died)}); the rows before it are written: rerun to resume"
+            )
+        self.sent = {ref: sent for ref, sent in self.sent.items() if sent[1] is not slot}
+        for number in slot.queued:
+            heapq.heappush(again, number)
+        warn(
+            f"Ray worker {slot.number} died ({_first_line(died)}); its {len(slot.queued)} "
+            "batch(es) go to the other workers; starting a replacement"
+        )
+        self.ray.kill(slot.actor)
+        self._start()
+
+    def close(self) -> None:
+        """Stop every actor this pool started."""
+        for slot in [*self.live, *self.starting.values()]:
+            self.ray.kill(slot.actor)
+        self.live.clear()
+        self.starting.clear()
+        self.sent.clear()
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__
