@@ -2,28 +2,25 @@
 
 Every source ends here: the grammar compiles this document and validation checks it. A
 JSON Schema (or a Pydantic class's JSON Schema) becomes the value under the root id; its
-local `$ref`s are rewritten to point into the wrapper (`#/$defs/A` →
-`#/properties/<root>/$defs/A`), its `$schema` and root `$id` move to the wrapper (the
-draft and base URI stay those of the whole document), and the prompt-only keywords
+`$ref`s into itself are rewritten to point into the wrapper (`#/$defs/A` and, against
+the root `$id`, `a.json#/$defs/A` → `#/properties/<root>/$defs/A`), its `$schema` and
+root `$id` move to the wrapper (the draft and base URI stay those of the whole
+document), and the prompt-only keywords
 (`x-kor-examples`, `x-kor-null-examples`) are left out. Everything else is kept as
 written: unknown keywords are annotations for the engine and for validation alike.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
+from urllib.parse import urljoin
 
 PROMPT_KEYWORDS = ("x-kor-examples", "x-kor-null-examples")
-# keywords whose value is a schema, a list of schemas, or a map of name → schema
-SCHEMA_VALUES = (
-    "additionalProperties", "not", "if", "then", "else", "contains", "propertyNames",
-    "unevaluatedItems", "unevaluatedProperties", "additionalItems", "contentSchema", "items",
-)  # fmt: skip
-SCHEMA_LISTS = ("allOf", "anyOf", "oneOf", "prefixItems", "items")
+# keywords whose value maps names to schemas
 SCHEMA_MAPS = (
     "properties", "patternProperties", "$defs", "definitions", "dependentSchemas", "dependencies",
 )  # fmt: skip
+DATA_KEYWORDS = ("const", "enum", "default", "examples")
 OLD_DRAFTS = ("draft-03", "draft-04", "draft-06", "draft-07")
 
 
@@ -35,23 +32,6 @@ def declared_draft(document: Any) -> str | None:
             if draft in uri:
                 return draft
     return None
-
-
-def subschemas(schema: Any, pointer: str = "") -> Iterator[tuple[str, Any, str]]:
-    """(keyword, subschema, pointer) for each schema directly inside `schema`."""
-    if not isinstance(schema, dict):
-        return
-    for key, value in schema.items():
-        where = f"{pointer}/{escape(key)}"
-        if key in SCHEMA_MAPS and isinstance(value, dict):
-            for name, sub in value.items():
-                if isinstance(sub, (dict, bool)):
-                    yield key, sub, f"{where}/{escape(name)}"
-        elif key in SCHEMA_LISTS and isinstance(value, list):
-            for index, sub in enumerate(value):
-                yield key, sub, f"{where}/{index}"
-        elif key in SCHEMA_VALUES and isinstance(value, (dict, bool)):
-            yield key, value, where
 
 
 def record_document(document: dict[str, Any], root_id: str) -> dict[str, Any]:
@@ -73,46 +53,56 @@ def record_document(document: dict[str, Any], root_id: str) -> dict[str, Any]:
     }
 
 
-def _rewrite(schema: Any, prefix: str, base: str, id_key: str, *, top: bool = False) -> Any:
-    if not isinstance(schema, dict):
-        return schema
-    if not top and isinstance(schema.get(id_key), str) and not schema[id_key].startswith("#"):
-        return _strip(schema)  # an embedded resource: its own refs are relative to itself
+def _rewrite(
+    value: Any, prefix: str, base: str, id_key: str, *, top: bool = False, names: bool = False
+) -> Any:
+    """`value` with its root-relative refs moved under `prefix`: every `$ref` outside data
+    keywords (`const`, `enum`, `default`, `examples`), also in containers that are no
+    schema (e.g. `definitions: {"group": {"item": {...}}}`); embedded resources (their own
+    `$id`) keep their refs, which are relative to themselves."""
+    if isinstance(value, list):
+        return [_rewrite(item, prefix, base, id_key) for item in value]
+    if not isinstance(value, dict):
+        return value
+    if names:  # a map of name → schema (`properties`, `$defs`, ...): keys are no keywords
+        return {name: _rewrite(sub, prefix, base, id_key) for name, sub in value.items()}
+    own_id = value.get(id_key)
+    if not top and isinstance(own_id, str) and not own_id.startswith("#"):
+        return _strip(value)
     out: dict[str, Any] = {}
-    for key, value in schema.items():
+    for key, sub in value.items():
         if key in PROMPT_KEYWORDS:
             continue
-        if key in ("$ref", "$dynamicRef") and isinstance(value, str):
-            out[key] = _moved_ref(value, prefix, base)
-        elif key in SCHEMA_MAPS and isinstance(value, dict):
-            out[key] = {n: _rewrite(s, prefix, base, id_key) for n, s in value.items()}
-        elif key in SCHEMA_LISTS and isinstance(value, list):
-            out[key] = [_rewrite(s, prefix, base, id_key) for s in value]
-        elif key in SCHEMA_VALUES:
-            out[key] = _rewrite(value, prefix, base, id_key)
+        if key in DATA_KEYWORDS:
+            out[key] = sub
+        elif key in ("$ref", "$dynamicRef") and isinstance(sub, str):
+            out[key] = _moved_ref(sub, prefix, base)
         else:
-            out[key] = value
+            out[key] = _rewrite(sub, prefix, base, id_key, names=key in SCHEMA_MAPS)
     return out
 
 
-def _strip(schema: Any) -> Any:
-    """`schema` without the prompt-only keywords, at any depth (refs untouched)."""
-    if not isinstance(schema, dict):
-        return schema
-    out = {k: v for k, v in schema.items() if k not in PROMPT_KEYWORDS}
-    for key, sub, _ in subschemas(schema):
-        if key in SCHEMA_MAPS:
-            out[key] = {n: _strip(s) for n, s in schema[key].items()}
-        elif key in SCHEMA_LISTS and isinstance(schema[key], list):
-            out[key] = [_strip(s) for s in schema[key]]
-        else:
-            out[key] = _strip(sub)
-    return out
+def _strip(value: Any, *, names: bool = False) -> Any:
+    """`value` without the prompt-only keywords, at any depth (refs untouched)."""
+    if isinstance(value, list):
+        return [_strip(item) for item in value]
+    if not isinstance(value, dict):
+        return value
+    if names:
+        return {name: _strip(sub) for name, sub in value.items()}
+    return {
+        key: sub if key in DATA_KEYWORDS else _strip(sub, names=key in SCHEMA_MAPS)
+        for key, sub in value.items()
+        if key not in PROMPT_KEYWORDS
+    }
 
 
 def _moved_ref(ref: str, prefix: str, base: str) -> str:
-    if base and ref.startswith(base + "#"):
-        ref = ref[len(base) :]
+    if base and not ref.startswith("#"):
+        target, _, fragment = urljoin(base, ref).partition("#")
+        if target != base.partition("#")[0]:
+            return ref  # another document: the engine names it
+        ref = "#" + fragment
     if ref == "#" or ref.startswith("#/"):
         return prefix + ref[1:]
     return ref
