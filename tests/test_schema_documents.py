@@ -4,6 +4,8 @@ rendered as TypeScript, validated with jsonschema (and a user's own Pydantic cla
 from __future__ import annotations
 
 import json
+import pickle
+import sys
 from pathlib import Path
 
 import pytest
@@ -253,3 +255,17 @@ def test_errors_name_the_problem_and_the_pointer(
     tmp_path: Path, document: dict, expected: str
 ) -> None:
     assert expected in error_of(tmp_path, document)
+
+
+def test_schema_pickles_for_workers_with_the_users_class(tmp_path: Path) -> None:
+    source = "from pydantic import BaseModel\nclass Pet(BaseModel):\n    name: str\n"
+    path = tmp_path / "pet.py"
+    path.write_text(source, encoding="utf-8")
+    loaded = load_schema(f"{path}:Pet")
+    loaded.validator()
+    data = pickle.dumps(loaded)
+    del sys.modules[loaded.user_model.__module__]  # a fresh worker process has not imported it
+    again = pickle.loads(data)
+    assert again.user_model is not None and again.user_model.__name__ == "Pet"
+    assert again.validator().validate({"pet": {"name": "Rex"}}) == ({"pet": {"name": "Rex"}}, [])
+    assert again.validator().validate({"pet": {"name": 3}})[1]

@@ -67,6 +67,19 @@ class Schema:
                 "additionalProperties": False,
             }
 
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickled (e.g. for Ray workers) without the built models; the user's class goes
+        by its spec and is imported again where it is unpickled."""
+        state = {**self.__dict__, "_model": None, "_validator": None}
+        if self.user_model is not None:
+            state["user_model"] = self.source
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        if isinstance(state.get("user_model"), str):
+            state["user_model"] = pydantic_document(state["user_model"])[1]
+        self.__dict__.update(state)
+
     def json_schema(self) -> dict[str, Any]:
         """JSON Schema of the whole output record (a fresh dict each call)."""
         return copy.deepcopy(self.document or {})
