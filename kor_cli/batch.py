@@ -10,6 +10,8 @@ batch, prints the summary and exits 130.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import signal
 import threading
 import time
@@ -24,8 +26,15 @@ from rich.progress import BarColumn, Progress, TextColumn
 from rich.table import Table
 
 from kor_cli.console import err_console, info, warn
-from kor_cli.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_PARTIAL, UsageError
-from kor_cli.records import Record, count_records, iter_records, resolve_sources
+from kor_cli.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_PARTIAL, InputError, UsageError
+from kor_cli.records import (
+    STDIN,
+    Record,
+    Source,
+    count_records,
+    iter_records,
+    resolve_sources,
+)
 from kor_cli.result import ROW_FIELDS, ExtractResult
 from kor_cli.sink import Existing, OutputSink, row_key
 
@@ -102,10 +111,15 @@ def check_options(options: BatchOptions) -> None:
 
 
 def pending_batches(
-    records: Iterator[Record], tally: Tally, limit: int | None, size: int
+    records: Iterator[Record],
+    tally: Tally,
+    limit: int | None,
+    size: int,
+    seen: Counter[str] | None = None,
 ) -> Iterator[list[Record]]:
-    """Records not yet in the output, `size` at a time; counts skips and repeated ids."""
-    seen: Counter[str] = Counter()
+    """Records not yet in the output, `size` at a time; counts skips and repeated ids
+    (into `seen`, by row_key)."""
+    seen = Counter() if seen is None else seen
     batch: list[Record] = []
     for record in islice(records, limit):
         key = row_key(record.id)
@@ -121,6 +135,61 @@ def pending_batches(
             batch = []
     if batch:
         yield batch
+
+
+def run_settings(
+    schema: Schema, model: str | None, extract: ExtractOptions, options: BatchOptions
+) -> dict[str, Any]:
+    """What makes rows of one run comparable: a resume continues only these settings."""
+    from kor_cli.models import resolve_model_name
+    from kor_cli.prompt import render_prompt
+
+    prompt = render_prompt(
+        schema,
+        "",
+        template=extract.template,
+        input_formatter=extract.input_formatter,
+        envelope=extract.envelope,
+    )
+    document = json.dumps(schema.json_schema(), sort_keys=True, ensure_ascii=True)
+    sampling = extract.sampling
+    return {
+        "schema_sha256": hashlib.sha256(
+            (document + "\n" + prompt).encode("utf-8", "replace")
+        ).hexdigest(),
+        "mode": extract.mode,
+        "model": resolve_model_name(model),
+        "max_tokens": sampling.max_new_tokens,
+        "temperature": sampling.temperature,
+        "top_k": sampling.top_k,
+        "top_p": sampling.top_p,
+        "seed": sampling.seed,
+        "chat": extract.chat,
+        "jump": extract.jump,
+        "allow_refusal": extract.allow_refusal,
+        "lenient": extract.lenient,
+        "open_objects": extract.open_objects,
+        "text_key": options.text_key,
+        "id_key": options.id_key,
+        "keep": list(options.keep),
+        "chunk_tokens": options.chunk_tokens,
+    }
+
+
+def _input_ids(sources: list[Source], options: BatchOptions) -> Counter[str]:
+    """How often each id occurs in the whole input (files only: stdin is read once)."""
+    records = iter_records(sources, text_key=options.text_key, id_key=options.id_key)
+    return Counter(row_key(record.id) for record in records)
+
+
+def check_rows_match_input(existing: Existing, ids: Counter[str], output: str) -> None:
+    """Rows whose id the input does not hold (as often) were written for another input."""
+    extra = [key for key, count in existing.done.items() if count > ids[key]]
+    if extra:
+        raise InputError(
+            f"{output}: holds rows for ids this input does not have (e.g. id {extra[0]}); "
+            "it was written for another input: choose another -o, or pass --overwrite"
+        )
 
 
 def run_batch(
@@ -152,15 +221,19 @@ def run_batch(
     total = count_records(sources)
     if total is not None and options.limit is not None:
         total = min(total, options.limit)
-    with OutputSink(options.output, overwrite=options.overwrite) as sink:
+    settings = run_settings(schema, model, extract_options, options)
+    with OutputSink(options.output, overwrite=options.overwrite, settings=settings) as sink:
         existing = sink.open()
+        if existing.rows and not any(source.path == STDIN for source in sources):
+            check_rows_match_input(existing, _input_ids(sources, options), options.output)
         if existing.dropped_bytes:
             warn(f"{options.output}: dropped a torn last line ({existing.dropped_bytes} bytes)")
         tally = Tally(total=total, existing=existing)
         records = iter_records(
             sources, text_key=options.text_key, id_key=options.id_key, keep=options.keep
         )
-        batches = pending_batches(records, tally, options.limit, options.batch_size)
+        seen: Counter[str] = Counter()
+        batches = pending_batches(records, tally, options.limit, options.batch_size, seen)
         first = next(batches, None)  # skips what is done; no model load when all is
         if first is not None:
             if scale_out is None:
@@ -180,6 +253,8 @@ def run_batch(
                             tally.count(row)
                         update()
                     tally.interrupted = stop.is_set()
+        if existing.rows and not tally.interrupted and options.limit is None:
+            check_rows_match_input(existing, seen, options.output)  # stdin: known only now
     print_summary(tally, options.output)
     if tally.interrupted:
         return EXIT_INTERRUPTED

@@ -1,7 +1,8 @@
 """One exception family; each error carries the process exit code it maps to.
 
-Exit codes: 0 valid record(s); 1 no valid record; 2 usage, schema or input error;
-3 some records in a batch failed; 4 model failed to load; 130 interrupted.
+Exit codes: 0 valid record(s); 1 no valid record; 2 usage, schema, input or output error;
+3 some records in a batch failed; 4 model failed to load; 130 interrupted; 70 is kept
+for kor-cli's own bugs (an unexpected exception).
 """
 
 from __future__ import annotations
@@ -38,6 +39,12 @@ class InputError(KorError):
     """An input file or text that cannot be read or used."""
 
     kind = "input error"
+
+
+class OutputError(KorError):
+    """An output file that cannot be written (disk full, file too large, permission lost)."""
+
+    kind = "output error"
 
 
 class SchemaError(KorError):

@@ -148,17 +148,23 @@ def test_sink_escapes_lone_surrogates_and_reads_them_back(tmp_path: Path) -> Non
         assert sink.open().done == {row_key("x\ud800"): 1, row_key("ok"): 1}
 
 
-def test_sink_rejects_garbage_before_the_last_line(tmp_path: Path) -> None:
+def test_sink_rejects_garbage_after_its_rows(tmp_path: Path) -> None:
     out = tmp_path / "out.jsonl"
-    out.write_text('{"id": 1, "valid": true}\nnot a row\n{"id": 2, "valid": true}\n')
-    with pytest.raises(InputError, match="line 2 is not a result row"):
+    with OutputSink(out) as sink:
+        sink.open()
+        sink.write([row(1)])
+    with out.open("ab") as handle:
+        handle.write(b'not a row\n{"id": 2, "valid": true}\n')
+    before = out.read_bytes()
+    with pytest.raises(InputError, match="line 2 is not a row kor-cli wrote"):
         OutputSink(out).open()
+    assert out.read_bytes() == before
 
 
 def test_sink_lock_and_overwrite(tmp_path: Path) -> None:
     out = tmp_path / "out.jsonl"
     out.write_text('{"id": 1, "valid": true}\n')
-    with OutputSink(out) as first:
+    with OutputSink(out, overwrite=True) as first:
         first.open()
         with pytest.raises(UsageError, match="another kor-cli batch run"):
             OutputSink(out, overwrite=True).open()
