@@ -19,19 +19,22 @@ every member, `?` for optional members, `| null` for nullable ones), and besides
 
 `$ref` targets become named types after the root (`interface` for objects with
 properties, `type Name = …` otherwise; recursion by name); `anyOf`/`oneOf` are `A | B`,
-`allOf` is `A & B`, free-form objects are `Record<string, T>` or `object`; validating
+`allOf` is `A & B`, free-form objects are `Record<string, T>` or `object`, member names
+that are not identifiers are quoted (`"tree-edge"?: string`); validating
 keywords (bounds, `pattern`, `format`, `not`, `if`, …) are listed in the comment.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from kor_cli.schema.document import resolve_pointer
 from kor_cli.schema.nodes import snake_case
 
 _NULL = {"type": "null"}
+_IDENTIFIER = re.compile(r"[A-Za-z_$][A-Za-z0-9_$]*")
 _SCALARS = {"string": "string", "number": "number", "integer": "number", "boolean": "boolean"}
 _NOTED = (
     "minLength", "maxLength", "pattern", "format", "minimum", "maximum", "exclusiveMinimum",
@@ -70,7 +73,7 @@ class _Renderer:
         self, name: str, schema: Any, depth: int, *, root: bool = False, opt: bool = False
     ) -> list[str]:
         indent = " " * depth
-        label = f"{name}?" if opt and not root else name
+        label = name if root else _key(name) + ("?" if opt else "")
         schema, nullable = _split_null(schema)
         null = " | null" if nullable else ""
         shape = self.shape(schema)
@@ -103,7 +106,7 @@ class _Renderer:
             lines += self.member(name, sub, depth, opt=name not in required)
         for name in required:
             if isinstance(name, str) and name not in properties:
-                lines.append(f"{' ' * depth}{name}: any // ")
+                lines.append(f"{' ' * depth}{_key(name)}: any // ")
         extra = self.extra_values(obj)
         if extra is not None:
             lines.append(f"{' ' * depth}[key: string]: {extra} // ")
@@ -161,7 +164,7 @@ class _Renderer:
             return "{}" if any(k in schema for k in declared) else "object"
         required = schema.get("required", [])
         members = [
-            f"{name}{'' if name in required else '?'}: {self.inline(sub)}"
+            f"{_key(name)}{'' if name in required else '?'}: {self.inline(sub)}"
             for name, sub in properties.items()
         ]
         if extra is not None:
@@ -282,6 +285,11 @@ def _text(value: Any) -> bool:
 
 def _typed(schema: dict[str, Any]) -> bool:
     return any(k in schema for k in ("type", "properties", "items", "enum", "const", "$ref"))
+
+
+def _key(name: str) -> str:
+    """A member name as TypeScript writes it: quoted unless it is an identifier."""
+    return name if _IDENTIFIER.fullmatch(name) else _literal(name)
 
 
 def _literal(value: Any) -> str:

@@ -269,3 +269,22 @@ def test_schema_pickles_for_workers_with_the_users_class(tmp_path: Path) -> None
     assert again.user_model is not None and again.user_model.__name__ == "Pet"
     assert again.validator().validate({"pet": {"name": "Rex"}}) == ({"pet": {"name": "Rex"}}, [])
     assert again.validator().validate({"pet": {"name": 3}})[1]
+
+
+def test_member_names_that_are_not_identifiers_are_quoted(tmp_path: Path) -> None:
+    loaded = load(
+        tmp_path,
+        {
+            **_obj(**{"tree-edge": {"type": "string"}, "ok": {"not": {"type": "null"}}}),
+            "required": ["ok", "a b"],
+        },
+    )
+    assert loaded.typescript() == (
+        "```TypeScript\n\n"
+        "s: { // \n"
+        ' "tree-edge"?: string // \n'
+        " ok: any // not: null\n"
+        ' "a b": any // \n'
+        "}\n"
+        "```\n"
+    )
