@@ -68,6 +68,7 @@ class Tally:
     existing: Existing
     skipped: int = 0
     valid: int = 0
+    empty: int = 0  # valid rows that say "nothing here"
     failed: int = 0
     input_errors: int = 0
     chunked: int = 0
@@ -87,6 +88,7 @@ class Tally:
     def count(self, row: ExtractResult) -> None:
         if row.valid:
             self.valid += 1
+            self.empty += row.empty
         else:
             self.failed += 1
         if row.finish_reason == "input":
@@ -389,6 +391,8 @@ def print_summary(tally: Tally, output: str) -> None:
         table.add_row("already there", f"{existing.rows} (skipped {tally.skipped})")
     table.add_row("extracted now", str(tally.done))
     table.add_row("valid", str(existing.valid + tally.valid))
+    if tally.empty:
+        table.add_row("empty", f"{tally.empty} (nothing to extract, this run)")
     failed = f"{existing.failed + tally.failed}"
     if tally.input_errors:
         plural = "s" if tally.input_errors > 1 else ""

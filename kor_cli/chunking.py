@@ -9,6 +9,7 @@ still seen whole once.
 `merge_results` combines the chunk results of one text into one result: lists are
 concatenated and de-duplicated (`many: true` roots), objects keep per field the first
 non-empty value, taken from valid chunks only, and the merged record is validated again.
+Chunks that say "nothing here" (`{}`) add nothing; the text is empty when all of them do.
 """
 
 from __future__ import annotations
@@ -155,10 +156,11 @@ def merge_results(
         for i, result in enumerate(results, start=1)
         for error in result.errors
     ]
-    valid_data = [result.data for result in results if result.valid]
-    data: Any = None
-    if valid_data:
-        data = _merge_data(valid_data)
+    valid = [result for result in results if result.valid]
+    filled = [result.data for result in valid if result.data != {}]  # {}: nothing here
+    data: Any = {} if valid else None
+    if filled:
+        data = _merge_data(filled)
         validated, problems = validate_record(model_class, data)
         errors.extend(f"merge: schema: {problem}" for problem in problems)
         data = validated if not problems else data
@@ -174,6 +176,7 @@ def merge_results(
         forward_passes=sum(result.forward_passes for result in results),
         forced_tokens=sum(result.forced_tokens for result in results),
         seconds=sum(result.seconds for result in results),
+        empty=not errors and all(result.empty for result in valid),
         chunks=[
             {
                 "start": chunk.start,

@@ -159,6 +159,7 @@ def extract_cmd(
     input_formatter: str = opts.INPUT_FORMATTER,
     jump: bool = opts.JUMP,
     allow_refusal: bool = opts.ALLOW_REFUSAL,
+    allow_empty: bool | None = opts.ALLOW_EMPTY,
     lenient: bool = opts.LENIENT,
     open_objects: bool = opts.OPEN_OBJECTS,
     pretty: bool = typer.Option(False, "--pretty", help="Indent the JSON result."),
@@ -166,8 +167,10 @@ def extract_cmd(
     """Extract one record from a text and print the JSON result.
 
     The result has data, valid, errors, raw, finish_reason, mode, tokens, forward_passes,
-    forced_tokens, seconds and refusal. Constrained mode (the default) masks every token
-    that would break the schema, so a finished output always parses and validates.
+    forced_tokens, seconds, refusal and empty. Constrained mode (the default) masks every
+    token that would break the schema, so a finished output always parses and validates.
+    Kor's "nothing here" ({}) is a valid result with "empty": true when the schema has an
+    example with empty output (or with --allow-empty).
 
     Example: kor-cli extract schemas/person.yaml samples/person.txt -m ./my-model
     """
@@ -183,6 +186,7 @@ def extract_cmd(
             mode=mode, max_tokens=max_tokens, temperature=temperature, top_k=top_k, top_p=top_p,
             seed=seed, chat=chat, template=template, input_formatter=input_formatter, jump=jump,
             allow_refusal=allow_refusal, lenient=lenient, open_objects=open_objects,
+            allow_empty=allow_empty,
         )
         loaded_model = load_model(model, device=device, dtype=dtype)
         extractor = Extractor(loaded_schema, loaded_model, options)
@@ -190,6 +194,8 @@ def extract_cmd(
             warn(message)
         result = extractor.extract(text)
         emit_json(result.to_dict(), indent=2 if pretty else None)
+        if result.empty:
+            info("nothing to extract: the model says the text holds no record")
         if not result.valid:
             warn("no valid record: " + "; ".join(result.errors[:3]))
         return EXIT_OK if result.valid else EXIT_INVALID
@@ -291,6 +297,7 @@ def batch_cmd(
     input_formatter: str = opts.INPUT_FORMATTER,
     jump: bool = opts.JUMP,
     allow_refusal: bool = opts.ALLOW_REFUSAL,
+    allow_empty: bool | None = opts.ALLOW_EMPTY,
     lenient: bool = opts.LENIENT,
     open_objects: bool = opts.OPEN_OBJECTS,
     ray: str | None = typer.Option(
@@ -323,6 +330,7 @@ def batch_cmd(
             mode=mode, max_tokens=max_tokens, temperature=temperature, top_k=top_k, top_p=top_p,
             seed=seed, chat=chat, template=template, input_formatter=input_formatter, jump=jump,
             allow_refusal=allow_refusal, lenient=lenient, open_objects=open_objects,
+            allow_empty=allow_empty,
         )
         batch = BatchOptions(
             inputs=tuple(inputs),
@@ -388,6 +396,7 @@ def compare_cmd(
     template: str | None = opts.TEMPLATE,
     input_formatter: str = opts.INPUT_FORMATTER,
     allow_refusal: bool = opts.ALLOW_REFUSAL,
+    allow_empty: bool | None = opts.ALLOW_EMPTY,
     lenient: bool = opts.LENIENT,
     open_objects: bool = opts.OPEN_OBJECTS,
 ) -> None:
@@ -411,6 +420,7 @@ def compare_cmd(
             mode="constrained", max_tokens=max_tokens, temperature=temperature, top_k=top_k,
             top_p=top_p, seed=seed, chat=chat, template=template,
             input_formatter=input_formatter, jump=True, allow_refusal=allow_refusal,
+            allow_empty=allow_empty,
             lenient=lenient,
             open_objects=open_objects,
         )
@@ -460,6 +470,7 @@ def trace_cmd(
     input_formatter: str = opts.INPUT_FORMATTER,
     jump: bool = opts.JUMP,
     allow_refusal: bool = opts.ALLOW_REFUSAL,
+    allow_empty: bool | None = opts.ALLOW_EMPTY,
     lenient: bool = opts.LENIENT,
     open_objects: bool = opts.OPEN_OBJECTS,
 ) -> None:
@@ -484,6 +495,7 @@ def trace_cmd(
             mode="constrained", max_tokens=max_tokens, temperature=temperature, top_k=top_k,
             top_p=top_p, seed=seed, chat=chat, template=template,
             input_formatter=input_formatter, jump=jump, allow_refusal=allow_refusal,
+            allow_empty=allow_empty,
             lenient=lenient,
             open_objects=open_objects,
         )

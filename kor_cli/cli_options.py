@@ -44,6 +44,13 @@ ALLOW_REFUSAL = typer.Option(
     "--allow-refusal",
     help='Constrained: also accept {"error": "..."} so the model can say there is no answer.',
 )
+ALLOW_EMPTY = typer.Option(
+    None,
+    "--allow-empty/--no-allow-empty",
+    help="Accept Kor's 'nothing here' {} as a valid, empty result (default: when the "
+    "schema has an example with empty output).",
+    show_default=False,
+)
 LENIENT = typer.Option(
     False,
     "--lenient",
@@ -73,6 +80,7 @@ def build_extract_options(
     allow_refusal: bool,
     lenient: bool,
     open_objects: bool = False,
+    allow_empty: bool | None = None,
 ) -> ExtractOptions:
     """Assemble and check the extraction options given on the command line."""
     from kor_cli.decode import SamplingOptions
@@ -89,6 +97,7 @@ def build_extract_options(
         input_formatter=input_formatter,
         jump=jump,
         allow_refusal=allow_refusal,
+        allow_empty=allow_empty,
         lenient=lenient,
         open_objects=open_objects,
     )

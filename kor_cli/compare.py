@@ -14,6 +14,9 @@ Scoring against a gold field (the value under the root id, or the whole record
   best score, ties going to the same position, so extraction order does not matter.
   Strings match case-insensitively with runs of whitespace collapsed.
 - exact match: every gold leaf matched and no extra predicted leaf.
+- "nothing here": gold `{}` (Kor's empty output; `[]` too under a `many` root) is one
+  leaf, matched by an empty result (`"empty": true`) and by nothing else; empty results
+  are counted apart ("said nothing") and score no field against gold that has one.
 
 Only schema-valid results are scored: an invalid one would be rejected downstream, so it
 scores no field.
@@ -50,6 +53,7 @@ MODES: dict[str, tuple[str, bool]] = {
 }
 DEFAULT_MODES = "prompt,constrained"
 MISSING: Any = object()  # no gold / no (valid) prediction
+NOTHING: dict[str, Any] = {}  # Kor's "nothing here", as gold and as an empty prediction
 
 
 @dataclass(frozen=True)
@@ -68,6 +72,8 @@ METRICS: tuple[Metric, ...] = (
     Metric("valid_rate", "schema-valid rate", "valid"),
     Metric("field_accuracy", "field accuracy", "matched_fields", "gold_fields"),
     Metric("exact_match", "exact match", "exact_matches", "gold_records"),
+    Metric("empty_rate", "said nothing", "empty"),
+    Metric("empty_accuracy", "nothing, rightly", "empty_matches", "gold_empty"),
     Metric("truncated_rate", "truncated", "truncated"),
     Metric("tokens_per_record", "tokens / record", "tokens", rate=False),
     Metric("forward_passes_per_record", "passes / record", "forward_passes", rate=False),
@@ -104,6 +110,11 @@ def unwrap_gold(gold: Any, root_id: str) -> Any:
     if isinstance(gold, dict) and set(gold) == {root_id}:
         return gold[root_id]
     return gold
+
+
+def is_nothing(gold: Any) -> bool:
+    """Gold that says "nothing here": `{}` or `[]` (the value under the root id, unwrapped)."""
+    return gold == {} or gold == []
 
 
 def leaf_count(value: Any) -> int:
@@ -173,8 +184,11 @@ class ModeStats:
     input_errors: int = 0
     parsed: int = 0
     valid: int = 0
+    empty: int = 0
     truncated: int = 0
     gold_records: int = 0
+    gold_empty: int = 0
+    empty_matches: int = 0
     gold_fields: int = 0
     matched_fields: int = 0
     exact_matches: int = 0
@@ -193,13 +207,21 @@ class ModeStats:
         self.finish_reasons[row.finish_reason] += 1
         self.parsed += row.data is not None
         self.valid += bool(row.valid)
+        self.empty += row.empty
         self.truncated += row.finish_reason == "length"
         self.tokens += row.tokens
         self.forward_passes += row.forward_passes
         self.forced_tokens += row.forced_tokens
         if gold is not MISSING:
-            pred = row.data[root_id] if row.valid else MISSING
-            matched, total, exact = score(unwrap_gold(gold, root_id), pred)
+            gold = unwrap_gold(gold, root_id)
+            pred = MISSING
+            if row.valid:
+                pred = NOTHING if row.empty else row.data[root_id]
+            if is_nothing(gold):
+                gold = NOTHING
+                self.gold_empty += 1
+                self.empty_matches += row.valid and row.empty
+            matched, total, exact = score(gold, pred)
             self.gold_records += 1
             self.gold_fields += total
             self.matched_fields += matched

@@ -15,13 +15,14 @@ from typing import Any
 import numpy as np
 
 from kor_cli.envelope import DEFAULT_ENVELOPE, Envelope
-from kor_cli.grammar.ast import Automaton, Node, alt
+from kor_cli.grammar.ast import Automaton, Node, alt, literal
 from kor_cli.grammar.compile import Grammar, GrammarOptions, compile_json_schema
 from kor_cli.grammar.fsm import compile_ast
 from kor_cli.grammar.index import TokenIndex
 from kor_cli.grammar.matcher import GrammarMatcher
 from kor_cli.grammar.vocab import TokenizerInfo
 from kor_cli.models import LoadedModel
+from kor_cli.parse import REFUSAL_KEY
 
 
 def complete_utf8_prefix(data: bytes) -> bytes:
@@ -144,7 +145,6 @@ class GrammarConstraint:
         return len(ids)
 
 
-REFUSAL_KEY = "error"
 REFUSAL_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {REFUSAL_KEY: {"type": "string", "maxLength": 200}},
@@ -163,6 +163,7 @@ def record_grammar(
     json_schema: dict[str, Any],
     *,
     allow_refusal: bool = False,
+    allow_empty: bool = False,
     lenient: bool = False,
     open_objects: bool = False,
     envelope: Envelope = DEFAULT_ENVELOPE,
@@ -172,13 +173,16 @@ def record_grammar(
 
     The record is json.dumps-style JSON (`", "`, `": "`) like Kor's few-shot examples, so
     the model stays on the distribution its prompt shows; the fixed wrapper costs no
-    sampling (it is jump-forwarded). `allow_refusal` also admits `{"error": "<why>"}`.
+    sampling (it is jump-forwarded). `allow_refusal` also admits `{"error": "<why>"}`,
+    `allow_empty` Kor's "nothing here" `{}` (what its null examples render, `many` or not).
     """
     options = record_grammar_options(lenient=lenient, open_objects=open_objects)
     record = compile_json_schema(json_schema, options)
     body: Node = Automaton(record.dfa)
     if allow_refusal:
         body = alt(body, Automaton(compile_json_schema(REFUSAL_SCHEMA, options).dfa))
+    if allow_empty:
+        body = alt(body, literal("{}"))
     dfa = compile_ast(envelope.wrap(body), options.max_states)
     return Grammar(dfa, "json-schema", record.warnings)
 

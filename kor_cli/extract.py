@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Literal
 
-from kor_cli.constrain import REFUSAL_KEY, ConstraintFactory, record_grammar
+from kor_cli.constrain import ConstraintFactory, record_grammar
 from kor_cli.decode import Decoder, DecodeResult, SamplingOptions
 from kor_cli.envelope import DEFAULT_ENVELOPE, Envelope
 from kor_cli.errors import UsageError
 from kor_cli.models import LoadedModel, encode_prompt
-from kor_cli.parse import ParseFailure, parse_prompt_output
+from kor_cli.parse import ParseFailure, Reading, read_output
 from kor_cli.prompt import render_prompt
 from kor_cli.result import ExtractResult
 from kor_cli.schema import Schema
@@ -28,6 +28,7 @@ class ExtractOptions:
     sampling: SamplingOptions = field(default_factory=SamplingOptions)
     jump: bool = True
     allow_refusal: bool = False
+    allow_empty: bool | None = None  # None: when the schema has a "nothing here" example
     lenient: bool = False
     open_objects: bool = False
     chat: bool | None = None
@@ -54,12 +55,14 @@ class Extractor:
         self.options = options
         self.decoder = Decoder(loaded)
         self.model_class = schema.validator()
+        self.allow_empty = allows_empty(schema, options)
         self.constraints: ConstraintFactory | None = None
         self.warnings: tuple[str, ...] = ()
         if options.mode == "constrained":
             grammar = record_grammar(
                 schema.json_schema(),
                 allow_refusal=options.allow_refusal,
+                allow_empty=self.allow_empty,
                 lenient=options.lenient,
                 open_objects=options.open_objects,
                 envelope=options.envelope,
@@ -94,19 +97,24 @@ class Extractor:
 
     def _finish(self, decoded: DecodeResult) -> ExtractResult:
         """Parse and validate one generation into a result."""
-        data: Any = None
+        reading = Reading(None)
         errors: list[str] = []
-        refusal = self._refusal(decoded.text)
         try:
-            if refusal is not None:
-                errors.append(f"refusal: the model says the text holds no answer: {refusal}")
-            else:
-                data = parse_prompt_output(decoded.text, self.schema.root.id, self.options.envelope)
+            reading = read_output(
+                decoded.text,
+                self.schema.root.id,
+                self.options.envelope,
+                allow_empty=self.allow_empty,
+                allow_refusal=self.options.allow_refusal,
+            )
         except ParseFailure as failure:
             errors.append(f"parse: {failure}")
             if decoded.finish_reason == "length":
                 errors.append("output truncated at --max-tokens before the record was complete")
-        if data is not None:
+        data = reading.data
+        if reading.refusal is not None:
+            errors.append(f"refusal: the model says the text holds no answer: {reading.refusal}")
+        elif data is not None and data != {}:
             validated, problems = validate_record(self.model_class, data)
             errors.extend(f"schema: {p}" for p in problems)
             data = validated if not problems else data
@@ -121,17 +129,13 @@ class Extractor:
             forward_passes=decoded.forward_passes,
             forced_tokens=decoded.forced_tokens,
             seconds=decoded.seconds,
-            refusal=refusal,
+            refusal=reading.refusal,
+            empty=reading.empty and not errors,
         )
 
-    def _refusal(self, raw: str) -> str | None:
-        """The reason of a `{"error": ...}` refusal, when refusals are allowed and given."""
-        if not self.options.allow_refusal:
-            return None
-        try:
-            parsed = self.options.envelope.decode(raw)
-        except ParseFailure:
-            return None
-        if isinstance(parsed, dict) and set(parsed) == {REFUSAL_KEY}:
-            return str(parsed[REFUSAL_KEY])
-        return None
+
+def allows_empty(schema: Schema, options: ExtractOptions) -> bool:
+    """Whether `{}` ("nothing here") is a legal answer: as asked, else when an example shows it."""
+    if options.allow_empty is not None:
+        return options.allow_empty
+    return any(value is None for _, value in schema.examples)

@@ -33,6 +33,7 @@ class ExtractResult:
     forced_tokens: int
     seconds: float
     refusal: str | None = None
+    empty: bool = False  # Kor's "nothing here": valid, data `{}` (or an empty `many` list)
     chunks: list[dict[str, Any]] | None = None
     id: str | int | None = None  # the identity of a batch row; None for `extract`
     input: str | None = None

@@ -75,7 +75,10 @@ def test_unbounded_schemas_validate_or_report_length(name: str, tiny: LoadedMode
     for result in run(schema, tiny, [TEXT] * 4, sampling=sampling):
         if result.finish_reason == "stop":
             assert result.valid, result.errors
-            jsonschema.validate(result.data, schema.json_schema())
+            if result.data == {}:  # Kor's "nothing here" (schemas with a null example)
+                assert result.empty and any(value is None for _, value in schema.examples)
+            else:
+                jsonschema.validate(result.data, schema.json_schema())
         else:
             assert result.finish_reason == "length" and not result.valid
             assert any("truncated" in error for error in result.errors)

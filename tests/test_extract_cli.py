@@ -15,7 +15,7 @@ PERSON = str(ROOT / "schemas" / "person.yaml")
 TEXT = str(ROOT / "samples" / "person.txt")
 RESULT_KEYS = {
     "data", "valid", "errors", "raw", "finish_reason", "mode", "tokens", "forward_passes",
-    "forced_tokens", "seconds", "refusal",
+    "forced_tokens", "seconds", "refusal", "empty",
 }
 
 runner = CliRunner()

@@ -16,7 +16,7 @@ from kor_cli.runner import Runner
 
 OUTCOME = [
     "data", "valid", "errors", "raw", "finish_reason", "mode", "tokens", "forward_passes",
-    "forced_tokens", "seconds", "refusal",
+    "forced_tokens", "seconds", "refusal", "empty",
 ]  # fmt: skip
 
 
