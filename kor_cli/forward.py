@@ -18,6 +18,14 @@ PLAIN_HEAD_TYPES = frozenset({"llama", "mistral", "qwen2", "qwen3"})
 DEFAULT_SELECTIVE_LIMIT = 2048
 
 
+def cache_argument(module: Any) -> str:
+    """The KV-cache argument (and output field) of `module.forward`: `cache` from
+    transformers 5 on, `past_key_values` before (5.x still accepts it, with a warning)."""
+    import inspect
+
+    return "cache" if "cache" in inspect.signature(module.forward).parameters else "past_key_values"
+
+
 class ModelStep:
     """Runs the model for a step and turns its output into next-token logits."""
 
@@ -32,6 +40,7 @@ class ModelStep:
             and getattr(getattr(model, "lm_head", None), "bias", 0) is None
         )
         self.limit = selective_limit
+        self.cache_arg = cache_argument(model.model if self.split else model)
         self.selective_steps = 0
         self.full_steps = 0
 
@@ -50,20 +59,21 @@ class ModelStep:
             input_ids=input_ids,
             attention_mask=attention,
             position_ids=positions,
-            past_key_values=cache,
             use_cache=True,
         )
+        common[self.cache_arg] = cache
         if self.split:
             out = self.model.model(**common)
             states = out.last_hidden_state
         else:
             out = self.model(**common, logits_to_keep=1 if uniform else 0)
             states = out.logits
+        new_cache = out[self.cache_arg]
         if uniform:
-            return states[:, -1], out.past_key_values
+            return states[:, -1], new_cache
         last = torch.tensor([max(n, 1) - 1 for n in real], device=input_ids.device)
         rows = torch.arange(len(real), device=input_ids.device)
-        return states[rows, last], out.past_key_values
+        return states[rows, last], new_cache
 
     def logits(self, states: Any, allowed: list[Any] | None) -> Any:
         """Float logits [B, V]. `allowed`: per row the allowed ids (an empty tensor for a

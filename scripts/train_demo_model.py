@@ -35,6 +35,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from demo_data import ROOT, SCHEMAS, generate_samples  # noqa: E402
 from demo_tokenizer import train_tokenizer  # noqa: E402
 
+from kor_cli.forward import cache_argument  # noqa: E402
+
 DEFAULT_OUT = ROOT / "kor_cli" / "resources" / "demo_model"
 
 
@@ -180,10 +182,11 @@ def batch_loss(model: Any, prefix: Any, batch: list[Example], pad_id: int) -> tu
         ids[i, : len(row)] = torch.tensor(row)
         start = len(example.tail) - 1
         targets[i, start : start + len(example.answer)] = torch.tensor(example.answer)
+    arg = cache_argument(model.model)  # transformers 4.x / 5.x
     with torch.no_grad():
-        cache = model.model(input_ids=prefix[None], use_cache=True).past_key_values
+        cache = model.model(input_ids=prefix[None], use_cache=True)[arg]
     cache.batch_repeat_interleave(len(rows))
-    hidden = model.model(input_ids=ids, past_key_values=cache, use_cache=True).last_hidden_state
+    hidden = model.model(input_ids=ids, use_cache=True, **{arg: cache}).last_hidden_state
     keep = targets != -100
     logits = model.lm_head(hidden[keep])
     return torch.nn.functional.cross_entropy(logits, targets[keep]), int(keep.sum())
