@@ -169,6 +169,7 @@ def run_settings(
         "chat": extract.chat,
         "jump": extract.jump,
         "allow_refusal": extract.allow_refusal,
+        "allow_empty": extract.allow_empty,  # None: by the schema's examples (hashed above)
         "lenient": extract.lenient,
         "open_objects": extract.open_objects,
         "text_key": options.text_key,
