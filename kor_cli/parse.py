@@ -32,8 +32,10 @@ def check_root(data: Any, root_id: str) -> dict[str, Any]:
 def parse_prompt_output(
     raw: str, root_id: str, envelope: Envelope = DEFAULT_ENVELOPE
 ) -> dict[str, Any]:
-    """Parse prompt-only model output; raise ParseFailure with a clear reason."""
-    return check_root(envelope.decode(raw), root_id)
+    """The record in model output (no empty or refusal answers); ParseFailure otherwise."""
+    data = read_output(raw, root_id, envelope).data
+    assert data is not None  # only a refusal has no data
+    return data
 
 
 @dataclass(frozen=True)
