@@ -42,70 +42,62 @@ def record_document(document: dict[str, Any], root_id: str) -> dict[str, Any]:
     for key in ("$schema", id_key):
         if isinstance(body.get(key), str):
             head[key] = body.pop(key)
-    base = head.get(id_key, "")
-    prefix = "#/properties/" + escape(root_id)
+    mover = _RefMover("#/properties/" + escape(root_id), head.get(id_key, ""), id_key)
     return {
         **head,
         "type": "object",
-        "properties": {root_id: _rewrite(body, prefix, base, id_key, top=True)},
+        "properties": {root_id: mover.rewrite(body, mover.base)},
         "required": [root_id],
         "additionalProperties": False,
     }
 
 
-def _rewrite(
-    value: Any, prefix: str, base: str, id_key: str, *, top: bool = False, names: bool = False
-) -> Any:
-    """`value` with its root-relative refs moved under `prefix`: every `$ref` outside data
-    keywords (`const`, `enum`, `default`, `examples`), also in containers that are no
-    schema (e.g. `definitions: {"group": {"item": {...}}}`); embedded resources (their own
-    `$id`) keep their refs, which are relative to themselves."""
-    if isinstance(value, list):
-        return [_rewrite(item, prefix, base, id_key) for item in value]
-    if not isinstance(value, dict):
-        return value
-    if names:  # a map of name → schema (`properties`, `$defs`, ...): keys are no keywords
-        return {name: _rewrite(sub, prefix, base, id_key) for name, sub in value.items()}
-    own_id = value.get(id_key)
-    if not top and isinstance(own_id, str) and not own_id.startswith("#"):
-        return _strip(value)
-    out: dict[str, Any] = {}
-    for key, sub in value.items():
-        if key in PROMPT_KEYWORDS:
-            continue
-        if key in DATA_KEYWORDS:
-            out[key] = sub
-        elif key in ("$ref", "$dynamicRef") and isinstance(sub, str):
-            out[key] = _moved_ref(sub, prefix, base)
-        else:
-            out[key] = _rewrite(sub, prefix, base, id_key, names=key in SCHEMA_MAPS)
-    return out
+class _RefMover:
+    """Moves refs into the root document under `prefix`: every `$ref` outside data keywords
+    (`const`, `enum`, `default`, `examples`), also in containers that are no schema (e.g.
+    `definitions: {"group": {"item": {...}}}`). Inside embedded resources (their own
+    `$id`), refs that resolve to the root document become absolute (`<root $id>#/...`)."""
 
+    def __init__(self, prefix: str, base: str, id_key: str) -> None:
+        self.prefix = prefix
+        self.base = base
+        self.root_uri = base.partition("#")[0]
+        self.id_key = id_key
 
-def _strip(value: Any, *, names: bool = False) -> Any:
-    """`value` without the prompt-only keywords, at any depth (refs untouched)."""
-    if isinstance(value, list):
-        return [_strip(item) for item in value]
-    if not isinstance(value, dict):
-        return value
-    if names:
-        return {name: _strip(sub) for name, sub in value.items()}
-    return {
-        key: sub if key in DATA_KEYWORDS else _strip(sub, names=key in SCHEMA_MAPS)
-        for key, sub in value.items()
-        if key not in PROMPT_KEYWORDS
-    }
+    def rewrite(self, value: Any, current: str, embedded: bool = False, names: bool = False) -> Any:
+        if isinstance(value, list):
+            return [self.rewrite(item, current, embedded) for item in value]
+        if not isinstance(value, dict):
+            return value
+        if names:  # a map of name → schema (`properties`, `$defs`, ...): keys are no keywords
+            return {n: self.rewrite(sub, current, embedded) for n, sub in value.items()}
+        own_id = value.get(self.id_key)
+        if isinstance(own_id, str) and not own_id.startswith("#"):
+            current, embedded = urljoin(current, own_id), True  # an embedded resource
+        out: dict[str, Any] = {}
+        for key, sub in value.items():
+            if key in PROMPT_KEYWORDS:
+                continue
+            if key in DATA_KEYWORDS:
+                out[key] = sub
+            elif key in ("$ref", "$dynamicRef") and isinstance(sub, str):
+                out[key] = self.moved(sub, current, embedded)
+            else:
+                out[key] = self.rewrite(sub, current, embedded, names=key in SCHEMA_MAPS)
+        return out
 
-
-def _moved_ref(ref: str, prefix: str, base: str) -> str:
-    if base and not ref.startswith("#"):
-        target, _, fragment = urljoin(base, ref).partition("#")
-        if target != base.partition("#")[0]:
-            return ref  # another document: the engine names it
-        ref = "#" + fragment
-    if ref == "#" or ref.startswith("#/"):
-        return prefix + ref[1:]
-    return ref
+    def moved(self, ref: str, current: str, embedded: bool) -> str:
+        if not embedded and ref.startswith("#"):
+            return self.prefix + ref[1:] if ref == "#" or ref.startswith("#/") else ref
+        if not self.root_uri:
+            return ref  # relative to an embedded resource, or to no known document
+        target, _, fragment = urljoin(current, ref).partition("#")
+        if target != self.root_uri:
+            return ref  # another resource: left as written (remote ones the engine names)
+        if fragment and not fragment.startswith("/"):  # an anchor of the root document
+            return f"{self.root_uri}#{fragment}" if embedded else "#" + fragment
+        pointer = self.prefix[1:] + fragment
+        return f"{self.root_uri}#{pointer}" if embedded else "#" + pointer
 
 
 def escape(name: str) -> str:

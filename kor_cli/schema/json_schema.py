@@ -6,7 +6,8 @@ validation checks. `parse_json_schema` raises `NotATree` for any document the tr
 cannot express exactly; the loader then keeps the document as it is and asks the
 grammar engine whether it can enforce it (see `loader.load_schema`).
 
-The tree takes: objects (`properties`, `required`, `additionalProperties: false`),
+The tree takes: objects (`"type": "object"` with `properties`, `required`,
+`additionalProperties: false`),
 arrays of objects or scalars (`items`; the node gets `many`), string/number/integer/
 boolean, string `enum`/`const` (→ selection), nullability written as `anyOf`/`oneOf`
 with `{"type": "null"}`, a `["T", "null"]` type list or `null` in an enum, local
@@ -162,8 +163,10 @@ class _Converter:
             if declared not in (None, "string"):
                 raise self.fail("'enum'/'const' is supported for strings only", pointer)
             return "selection"
-        if declared == "object" or (declared is None and "properties" in schema):
+        if declared == "object":
             return "object"
+        if declared is None and "properties" in schema:  # any non-object value fits too
+            raise self.fail("'properties' without \"type\": \"object\"", pointer)
         if declared in _SCALARS:
             return _SCALARS[declared]
         if declared == "array":
@@ -226,6 +229,8 @@ class _Converter:
             if not isinstance(target, dict) or part not in target:
                 raise self.fail(f"'$ref' target {ref!r} not found", pointer)
             target = target[part]
+        if not isinstance(target, dict):
+            raise self.fail(f"'$ref' target {ref!r} is not a schema object", pointer)
         return target
 
     def split_null(self, schema: dict[str, Any], pointer: str) -> tuple[dict[str, Any], str, bool]:
