@@ -1,7 +1,9 @@
-"""Schemas: YAML (Kor-like), JSON Schema or Pydantic → one checked `Schema` tree.
+"""Schemas: YAML (Kor-like), JSON Schema or Pydantic → the record's JSON Schema.
 
-`load_schema(spec)` is the entry point; `Schema` gives the record's JSON Schema, Kor's
-TypeScript block, a strict Pydantic model and the few-shot examples.
+`load_schema(spec)` is the entry point; `Schema` gives the record's JSON Schema (what the
+grammar compiles and validation checks), the record validator, and the prompt's view:
+Kor's TypeScript block and the few-shot examples (from Kor's node tree when it can
+express the schema, else from the JSON Schema itself).
 """
 
 from kor_cli.schema.loader import Schema, load_schema

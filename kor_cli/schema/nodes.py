@@ -1,4 +1,4 @@
-"""The normalised schema tree every source loads into, and its structural checks.
+"""Kor's node tree (the prompt's view of a schema, when it can express it) and its checks.
 
 A `Node` is Kor's node model (Object, Text, Number, Bool, Selection) flattened into one
 dataclass, plus what Kor lacks: `integer`, `required`, `nullable` and JSON-Schema
