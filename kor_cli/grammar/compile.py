@@ -15,8 +15,10 @@ from typing import Any, Literal
 from kor_cli.errors import GrammarError
 from kor_cli.grammar.ast import Node, alt, literal
 from kor_cli.grammar.fsm import ByteDFA, compile_ast
+from kor_cli.grammar.json_files import sibling_loader
 from kor_cli.grammar.json_schema import SchemaCompiler
 from kor_cli.grammar.json_values import dumps
+from kor_cli.grammar.limits import Limits, applied
 from kor_cli.grammar.regex import fullmatch
 
 _CACHE_SIZE = 64
@@ -33,6 +35,13 @@ class GrammarOptions:
     max_states: DFA size limit; larger grammars raise `GrammarError`.
     open_objects: an object schema without `additionalProperties` allows other members
         (the specification); by default it is closed once it declares properties/required.
+    ref_dir: a folder of sibling schema files: `$ref: "other.json"` (relative) and
+        `https://json.schemastore.org/other.json` load `ref_dir/other.json` (`json_files`).
+    time_limit_s: wall-clock limit of one compile (None: none); past it `GrammarError`.
+    max_repeat / max_enum / max_properties: the largest regex repetition count, enum and
+        object schema (number of `properties`) compiled; larger ones raise `GrammarError`.
+    No Python exception other than `GrammarError` escapes a compile (a schema too deep
+    for Python's recursion limit is a `GrammarError` too).
     """
 
     whitespace: Literal["compact", "spaced"] = "compact"
@@ -41,6 +50,11 @@ class GrammarOptions:
     max_any_depth: int = 3
     max_states: int = 50_000
     open_objects: bool = False
+    ref_dir: str | None = None
+    time_limit_s: float | None = 30.0
+    max_repeat: int = 1000
+    max_enum: int = 2000
+    max_properties: int = 1000
 
 
 @dataclass(frozen=True)
@@ -66,11 +80,24 @@ def _cached(kind: str, text: str, options: GrammarOptions, build: Callable[[], G
     if found is not None:
         _cache.move_to_end(key)
         return found
-    grammar = build()
+    grammar = _bounded(build, options)
     _cache[key] = grammar
     if len(_cache) > _CACHE_SIZE:
         _cache.popitem(last=False)
     return grammar
+
+
+def _bounded(build: Callable[[], Grammar], options: GrammarOptions) -> Grammar:
+    """`build()` under the options' limits; resource exhaustion becomes a `GrammarError`."""
+    sizes = Limits(options.max_repeat, options.max_enum, options.max_properties)
+    try:
+        with applied(sizes, options.time_limit_s):
+            return build()
+    except RecursionError:
+        message = "the schema nests too deeply to compile (Python's recursion limit)"
+        raise GrammarError(message) from None
+    except MemoryError:
+        raise GrammarError("compiling ran out of memory (the grammar is too large)") from None
 
 
 def _finish(
@@ -100,6 +127,8 @@ def compile_json_schema(
         text = json.dumps(schema, sort_keys=False, ensure_ascii=False, allow_nan=False)
     except (TypeError, ValueError) as error:
         raise GrammarError(f"the schema is not JSON: {error}") from None
+    except RecursionError:
+        raise GrammarError("the schema nests too deeply (Python's recursion limit)") from None
 
     def build() -> Grammar:
         compiler = SchemaCompiler(
@@ -110,9 +139,13 @@ def compile_json_schema(
             max_any_depth=options.max_any_depth,
             max_states=options.max_states,
             open_objects=options.open_objects,
+            loader=sibling_loader(options.ref_dir) if options.ref_dir else None,
         )
         node = compiler.compile()
-        return _finish(node, "json-schema", options, compiler.warnings)
+        dfa = compile_ast(node, options.max_states)
+        if dfa.is_empty():
+            raise compiler.empty_error()
+        return Grammar(dfa, "json-schema", tuple(compiler.warnings))
 
     return _cached("json-schema", text, options, build)
 

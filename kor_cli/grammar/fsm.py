@@ -29,6 +29,7 @@ from kor_cli.grammar.ast import (
     repeat,
     seq,
 )
+from kor_cli.grammar.limits import check
 from kor_cli.grammar.minimize import determinize, minimize
 from kor_cli.grammar.nfa import NFA, byte_classes, leaf_masks
 
@@ -285,6 +286,7 @@ def product(a: ByteDFA, b: ByteDFA, op: str, max_states: int = DEFAULT_MAX_STATE
     frontier = np.array(order, dtype=np.int64)
     rows: list[np.ndarray] = []
     while len(frontier):
+        check()
         xa, yb = frontier // nb, frontier % nb
         nxt = ta[xa].astype(np.int64) * nb + tb[yb]
         dead = ta[xa] == 0

@@ -16,6 +16,7 @@ from kor_cli.grammar.ast import (
     Node,
     alt,
     intersect,
+    is_nothing,
     join,
     literal,
     opt,
@@ -24,7 +25,7 @@ from kor_cli.grammar.ast import (
 )
 from kor_cli.grammar.json_keywords import ArrayPart, Facts, Part
 from kor_cli.grammar.json_location import Location
-from kor_cli.grammar.json_numbers import NUMBER
+from kor_cli.grammar.json_numbers import any_number
 from kor_cli.grammar.json_unique import MAX_VALUES, distinct_sequence, finite_texts
 from kor_cli.grammar.json_values import BOOLEAN, NULL, string_node
 
@@ -37,7 +38,7 @@ OPEN_BRACE, CLOSE_BRACE = literal("{"), literal("}")
 
 def any_value(c: SchemaCompiler, loc: Location, depth: int) -> Node:
     """Any JSON value nested at most `depth` containers deep."""
-    scalars = alt(NULL, BOOLEAN, NUMBER, string_node())
+    scalars = alt(NULL, BOOLEAN, any_number(), string_node())
     if depth <= 0:
         return scalars
     return alt(scalars, any_array(c, loc, depth - 1), any_object(c, loc, depth - 1))
@@ -91,7 +92,12 @@ def _unique(
     c: SchemaCompiler, facts: Facts, node: Node, item: Node, parts: list[ArrayPart]
 ) -> Node:
     """`node` ∩ arrays whose items are distinct, when items have few possible values."""
-    texts = None if any(a.prefix for a in parts) else finite_texts(c.settle(item)[0].dfa)
+    texts = None
+    if not any(a.prefix for a in parts):
+        settled = c.settle(item)[0]
+        if is_nothing(settled):  # no item can exist: only the empty array
+            return intersect(node, seq(OPEN_BRACKET, CLOSE_BRACKET))
+        texts = finite_texts(settled.dfa)
     if texts is None:
         message = f"'uniqueItems' needs items with at most {MAX_VALUES} possible values"
         c.fail("uniqueItems", facts.unique[0], message)

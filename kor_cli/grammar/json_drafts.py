@@ -11,7 +11,8 @@ Keywords that some supported draft defines are enforced whatever the document's 
 
 - before 2019-09, the keywords beside `$ref` are ignored (listed as ignored too);
 - draft-04 names the base URI `id`; before 2019-09 a fragment-only `$id`/`id` is an anchor;
-- `additionalItems` only applies after array-form `items` (ignored otherwise).
+- `additionalItems` only applies after array-form `items` (ignored otherwise);
+- a `format` no draft defines (`int32`, `url`, ...) is an annotation too.
 """
 
 from __future__ import annotations
@@ -44,6 +45,12 @@ META = frozenset({
     "contentEncoding", "contentMediaType", "contentSchema",
 })  # fmt: skip
 KNOWN = CORE | APPLICATORS | VALIDATION | META
+FORMATS = frozenset({
+    "date-time", "date", "time", "duration", "email", "idn-email", "hostname", "idn-hostname",
+    "ipv4", "ipv6", "uri", "uri-reference", "iri", "iri-reference", "uuid", "uri-template",
+    "json-pointer", "relative-json-pointer", "regex",
+})  # fmt: skip
+"""The formats some supported draft defines; any other `format` is only an annotation."""
 """Every keyword some supported draft defines (draft-04's `id` only in draft-04)."""
 
 _SCHEMA_MAPS = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas")
@@ -157,7 +164,8 @@ def ignored_keywords(document: Any, draft: Draft | None = None) -> list[tuple[st
         applied = set(draft.applied(schema))
         for key in schema:
             if key in applied and not (key == "additionalItems" and _lone_additional(schema)):
-                continue
+                if key != "format" or not _custom_format(schema[key]):
+                    continue
             if key in META or key in _NAVIGABLE or key in ("$schema", "$comment"):
                 continue
             out.append((key, pointer))
@@ -166,6 +174,10 @@ def ignored_keywords(document: Any, draft: Draft | None = None) -> list[tuple[st
             subs = [(s, p) for s, p in subs if p.split("/")[-2] in _NAVIGABLE]
         stack += reversed(subs)
     return out
+
+
+def _custom_format(value: Any) -> bool:
+    return isinstance(value, str) and value not in FORMATS
 
 
 def _lone_additional(schema: dict[str, Any]) -> bool:

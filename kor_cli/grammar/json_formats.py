@@ -29,6 +29,10 @@ _DIGITS = "[0-9]+"
 _DUR_TIME = rf"T(?:{_DIGITS}H(?:{_DIGITS}M(?:{_DIGITS}S)?)?|{_DIGITS}M(?:{_DIGITS}S)?|{_DIGITS}S)"
 _DUR_DATE = rf"(?:{_DIGITS}D|{_DIGITS}M(?:{_DIGITS}D)?|{_DIGITS}Y(?:{_DIGITS}M(?:{_DIGITS}D)?)?)"
 _POINTER = r"(?:/(?:[^~/]|~[01])*)*"
+_NO_COLON = r"(?:[A-Za-z0-9\-._~!$&'()*+,;=@]|%[0-9A-Fa-f]{2})"
+_TAIL = rf"(?:\?{_QUERY})?(?:#{_QUERY})?"
+# RFC 3986 relative-part: a first segment without ":" up to the first "/", or a "/" path
+_RELATIVE = rf"(?:{_NO_COLON}+(?:/(?:{_PCHAR}|/)*)?|/(?:{_PCHAR}|/)*)?"
 
 
 def _ipv6() -> str:
@@ -55,7 +59,8 @@ FORMATS: dict[str, str] = {
     "ipv4": _IPV4.format(_OCTET),
     "ipv6": _ipv6(),
     "uuid": rf"{_HEX}{{8}}-{_HEX}{{4}}-{_HEX}{{4}}-{_HEX}{{4}}-{_HEX}{{12}}",
-    "uri": rf"{_SCHEME}:(?:{_PCHAR}|/)*(?:\?{_QUERY})?(?:#{_QUERY})?",
+    "uri": rf"{_SCHEME}:(?:{_PCHAR}|/)*{_TAIL}",
+    "uri-reference": rf"(?:{_SCHEME}:(?:{_PCHAR}|/)*|{_RELATIVE}){_TAIL}",
     "duration": rf"P(?:{_DUR_DATE}(?:{_DUR_TIME})?|{_DUR_TIME}|{_DIGITS}W)",
     "json-pointer": _POINTER,
     "relative-json-pointer": rf"(?:0|[1-9][0-9]*)(?:#|{_POINTER})",

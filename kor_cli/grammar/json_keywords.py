@@ -19,7 +19,9 @@ from decimal import Decimal
 from typing import Any
 
 from kor_cli.errors import GrammarError
+from kor_cli.grammar.json_drafts import FORMATS
 from kor_cli.grammar.json_refs import Resolver, escape_pointer
+from kor_cli.grammar.limits import current, too_many
 
 TYPES = frozenset({"null", "boolean", "object", "array", "string", "integer", "fraction"})
 _TYPE_NAMES = {
@@ -193,7 +195,7 @@ class Collector:
 
     def _keywords(self, facts: Facts, part: Part, queue: list[Part], index: int) -> None:
         schema: dict[str, Any] = part.schema
-        keys = self.resolver.draft.applied(schema)
+        keys = self.resolver.draft_for(schema).applied(schema)
         for key in keys:
             if key in part.skip or key in ANNOTATIONS:
                 continue
@@ -239,6 +241,8 @@ def _object_part(part: Part) -> ObjectPart:
     required = schema.get("required", [])
     if not isinstance(props, dict):
         raise GrammarError("'properties' must be an object", "properties", part.pointer)
+    limit = current().max_properties
+    too_many("properties", len(props), limit, "max_properties", "properties", part.pointer)
     if not isinstance(required, list) or not all(isinstance(r, str) for r in required):
         raise GrammarError("'required' must be an array of strings", "required", part.pointer)
     patterns = schema.get("patternProperties", {})
@@ -268,6 +272,7 @@ def _type(c: Collector, facts: Facts, part: Part, value: Any, q: list[Part], i: 
 def _enum(c: Collector, facts: Facts, part: Part, value: Any, q: list[Part], i: int) -> None:
     if not isinstance(value, list):
         raise GrammarError("'enum' must be an array", "enum", part.pointer)
+    too_many("enum values", len(value), current().max_enum, "max_enum", "enum", part.pointer)
     facts.enums.append(value)
 
 
@@ -318,7 +323,8 @@ def _pattern(c: Collector, facts: Facts, part: Part, value: Any, q: list[Part], 
 def _format(c: Collector, facts: Facts, part: Part, value: Any, q: list[Part], i: int) -> None:
     if not isinstance(value, str):
         raise GrammarError("'format' must be a string", "format", part.pointer)
-    facts.formats.append((value, part.pointer))
+    if value in FORMATS:  # any other format is only an annotation
+        facts.formats.append((value, part.pointer))
 
 
 def _unique(c: Collector, facts: Facts, part: Part, value: Any, q: list[Part], i: int) -> None:

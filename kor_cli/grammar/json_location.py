@@ -126,7 +126,7 @@ class LocationSpace:
                 out.append(self.resolver.resolve(node["$ref"], node, "")[0])
             except GrammarError:
                 pass  # reported where the reference is compiled
-            if self.resolver.draft.old:
+            if self.resolver.draft_for(node).old:
                 return out  # its siblings are ignored
         for key in _APPLICATOR_LISTS:
             if isinstance(node.get(key), list):

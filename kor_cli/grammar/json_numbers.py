@@ -1,12 +1,19 @@
-"""Exact automata for canonical JSON numbers: ranges and `multipleOf`.
+"""Exact automata for JSON numbers: ranges, `multipleOf`, and the spellings of a value.
 
 Canonical numbers (see `json_values`): `-?(0|[1-9][0-9]*)(\\.[0-9]*[1-9])?` without `-0`.
 Bounds are exact for integers and decimals (compared digit by digit, no floats), and
 `multipleOf` is a residue automaton over the digits.
+
+Other spellings of the same value (what `json.dumps` and models write): trailing fraction
+zeros (`4.0`, `2.50`, `spellings`) and normalised exponent forms (`1e-05`, `1.5E+20`,
+`SCIENTIFIC`: one non-zero digit, a fraction without trailing zeros, `e`/`E`, a signed
+exponent). `value_spellings` gives every text of one value that any grammar may accept,
+for the subtractions of `not`/`oneOf`/`if`.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 from decimal import Decimal
 
@@ -26,7 +33,8 @@ from kor_cli.grammar.ast import (
     repeat,
     seq,
 )
-from kor_cli.grammar.fsm import minimal
+from kor_cli.grammar.fsm import compile_ast, minimal
+from kor_cli.grammar.json_values import format_number
 
 DIGIT = byte_range(0x30, 0x39)
 NONZERO = byte_range(0x31, 0x39)
@@ -219,3 +227,44 @@ def multiple_of(step: Decimal, max_states: int) -> Node:
             if k == s:
                 table[fstate(r, k), 0x30] = fstate(r, k)
     return Automaton(minimal(table, accepting, 1))
+
+
+INTEGER_TEXT = seq(opt(MINUS), UINT)
+ZEROS = repeat(literal("0"), 1, None)
+SCIENTIFIC = seq(
+    opt(MINUS),
+    NONZERO,
+    opt(FRACTION),
+    alt(literal("e"), literal("E")),
+    opt(alt(literal("+"), MINUS)),
+    repeat(DIGIT, 1, None),
+)
+
+
+def spellings(node: Node) -> Node:
+    """Canonical numbers `node` with any number of trailing fraction zeros (`4` -> `4.0`)."""
+    return alt(
+        node,
+        seq(intersect(node, FRACTIONAL), ZEROS),
+        seq(intersect(node, INTEGER_TEXT), literal("."), ZEROS),
+    )
+
+
+def settled_spellings(node: Node, scientific: bool) -> Node:
+    """`spellings(node)` (and every exponent form if `scientific`) as one compiled automaton,
+    so that later compiles do not redo its products."""
+    spelled = spellings(node)
+    return Automaton(compile_ast(alt(spelled, SCIENTIFIC) if scientific else spelled))
+
+
+def value_spellings(value: int | float | Decimal) -> Node:
+    """Every text of number `value` a grammar may accept (a superset: any exponent form)."""
+    text = format_number(value)
+    zeros = seq(literal(text), ZEROS) if "." in text else seq(literal(text + "."), ZEROS)
+    return alt(literal(text), zeros, SCIENTIFIC)
+
+
+@functools.cache
+def any_number() -> Node:
+    """Every number, in every accepted spelling."""
+    return settled_spellings(NUMBER, True)

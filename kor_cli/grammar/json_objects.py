@@ -30,7 +30,7 @@ MAX_PATTERNS = 4  # extras are split into 2**n cases by which patterns they matc
 def obj(c: SchemaCompiler, facts: Facts, loc: Location, pos: bool) -> Node:
     """Objects satisfying the conjunction's object keywords."""
     objs = facts.objects + (_unevaluated_props(facts) if pos else [])
-    counted = pos and (facts.min_props or facts.max_props is not None)
+    counted = facts.min_props or facts.max_props is not None  # exact on text in both modes
     if not (objs or facts.property_names or counted):
         return any_object(c, loc, c.max_any_depth - 1) if pos else c.loose_object()
     shape = _Shape(c, objs, pos)
@@ -54,7 +54,7 @@ def obj(c: SchemaCompiler, facts: Facts, loc: Location, pos: bool) -> Node:
             key = intersect(key, names_node)
         value = c.member(parts, loc.child(None), pos) if pos else c.loose()
         tails.append(seq(key, c.key_sep, value))
-    lo, hi = (facts.min_props, facts.max_props) if pos else (0, None)
+    lo, hi = facts.min_props, facts.max_props
     tail = alt(*tails) if tails else None
     return seq(OPEN_BRACE, join(slots, c.item_sep, tail, lo, hi), CLOSE_BRACE)
 

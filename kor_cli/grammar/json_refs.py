@@ -1,12 +1,14 @@
-"""`$ref` resolution inside one schema document.
+"""`$ref` resolution inside one schema document (and sibling files, given a loader).
 
 Supports JSON pointers (`#/$defs/x`, `#`), `$anchor`/`$dynamicAnchor` names, and
 `$id`-based URIs of subschemas of the same document (resolved against each schema's base
-URI). Anything else (remote documents, `$dynamicRef`) raises `GrammarError`.
+URI). With a `loader` (see `json_files`), other documents it finds are indexed on first
+use, each read in its own draft. Anything else raises `GrammarError`.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import unquote, urldefrag, urljoin
 
@@ -21,34 +23,44 @@ DEFAULT_BASE = "https://kor-cli.invalid/schema.json"
 class Resolver:
     """Resolves `$ref` values relative to the schema object that holds them."""
 
-    def __init__(self, root: Any, draft: Draft | None = None) -> None:
+    def __init__(
+        self, root: Any, draft: Draft | None = None, loader: Callable[[str], Any] | None = None
+    ) -> None:
         self.root = root
         self.draft = draft or detect(root)
+        self.loader = loader
+        self.draft_of: dict[int, Draft] = {}  # schemas of loaded documents in another draft
         self.base_of: dict[int, str] = {}
         self.pointer_of: dict[int, str] = {}
         self.documents: dict[str, tuple[Any, str]] = {}
         self.anchors: dict[str, tuple[Any, str]] = {}
-        self._index(root, DEFAULT_BASE, "")
+        self._index(root, DEFAULT_BASE, "", self.draft)
         self.documents.setdefault(DEFAULT_BASE, (root, ""))
 
-    def _index(self, schema: Any, base: str, pointer: str) -> None:
+    def draft_for(self, schema: Any) -> Draft:
+        """The draft `schema` is read in (its document's)."""
+        return self.draft_of.get(id(schema), self.draft)
+
+    def _index(self, schema: Any, base: str, pointer: str, draft: Draft) -> None:
         if not isinstance(schema, dict):
             return
-        ident = schema.get(self.draft.id_keyword)
+        if draft is not self.draft:
+            self.draft_of[id(schema)] = draft
+        ident = schema.get(draft.id_keyword)
         if isinstance(ident, str):
             uri, fragment = urldefrag(urljoin(base, ident))
             if uri != base or not ident.startswith("#"):
                 base = uri
                 self.documents.setdefault(base, (schema, pointer))
-            if fragment and self.draft.old:  # `$id: "#name"` is an anchor before 2019-09
+            if fragment and draft.old:  # `$id: "#name"` is an anchor before 2019-09
                 self.anchors[f"{base}#{fragment}"] = (schema, pointer)
         for key in ("$anchor", "$dynamicAnchor"):
             if isinstance(schema.get(key), str):
                 self.anchors[f"{base}#{schema[key]}"] = (schema, pointer)
         self.base_of[id(schema)] = base
         self.pointer_of[id(schema)] = pointer
-        for sub, sub_pointer in self.draft.subschemas(schema, pointer):
-            self._index(sub, base, sub_pointer)
+        for sub, sub_pointer in draft.subschemas(schema, pointer):
+            self._index(sub, base, sub_pointer, draft)
 
     def pointer(self, schema: Any, default: str = "") -> str:
         """The JSON pointer of an indexed schema object."""
@@ -58,9 +70,10 @@ class Resolver:
         """(target schema, its pointer) of `ref` found in `holder` at `pointer`."""
         base = self.base_of.get(id(holder), DEFAULT_BASE)
         uri, fragment = (base, ref[1:]) if ref.startswith("#") else urldefrag(urljoin(base, ref))
-        if uri not in self.documents:
+        if uri not in self.documents and not self._load(uri):
+            where = "this schema or its sibling files" if self.loader else "this schema"
             raise GrammarError(
-                f"cannot resolve {ref!r}: only references inside this schema are supported",
+                f"cannot resolve {ref!r}: only references inside {where} are supported",
                 keyword="$ref",
                 pointer=pointer,
             )
@@ -72,6 +85,20 @@ class Resolver:
         if found is None:
             raise GrammarError(f"unknown anchor in {ref!r}", keyword="$ref", pointer=pointer)
         return found
+
+    def _load(self, uri: str) -> bool:
+        """Index the document the loader finds for `uri`; False if there is none."""
+        document = self.loader(uri) if self.loader else None
+        if document is None:
+            return False
+        if id(document) in self.pointer_of:  # the same file under another URI
+            self.documents[uri] = (document, self.pointer_of[id(document)])
+            return True
+        name = uri.rsplit("/", 1)[-1]
+        self.documents[uri] = (document, f"{name}#")
+        has_draft = isinstance(document, dict) and "$schema" in document
+        self._index(document, uri, f"{name}#", detect(document) if has_draft else self.draft)
+        return True
 
 
 def _walk(document: Any, fragment: str, ref: str, pointer: str) -> tuple[Any, str]:

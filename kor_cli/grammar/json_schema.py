@@ -33,7 +33,7 @@ Semantics and choices:
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 from typing import Any
@@ -50,6 +50,7 @@ from kor_cli.grammar.ast import (
     intersect,
     is_nothing,
     literal,
+    seq,
 )
 from kor_cli.grammar.fsm import ByteDFA, compile_ast
 from kor_cli.grammar.json_formats import FORMATS
@@ -62,6 +63,8 @@ from kor_cli.grammar.json_numbers import (
     integer_bounds,
     multiple_of,
     number_range,
+    settled_spellings,
+    value_spellings,
 )
 from kor_cli.grammar.json_refs import Resolver
 from kor_cli.grammar.json_values import (
@@ -76,6 +79,7 @@ from kor_cli.grammar.json_values import (
     separators,
     string_node,
 )
+from kor_cli.grammar.limits import check
 from kor_cli.grammar.regex import Dialect, fullmatch, search
 
 STRICT = Dialect(json_char, "strict")
@@ -122,6 +126,7 @@ class SchemaCompiler:
         max_any_depth: int = 3,
         max_states: int = 50_000,
         open_objects: bool = False,
+        loader: Callable[[str], Any] | None = None,
     ) -> None:
         self.root = root
         self.open_objects = open_objects
@@ -133,7 +138,7 @@ class SchemaCompiler:
         self.max_any_depth = max_any_depth
         self.max_states = max_states
         self.warnings: list[str] = []
-        self.resolver = Resolver(root)
+        self.resolver = Resolver(root, loader=loader)
         self.space = LocationSpace(self.resolver)
         self.active: dict[int, int] = {}
         self.collector = Collector(self.resolver, self.active, max_recursion_depth)
@@ -142,21 +147,34 @@ class SchemaCompiler:
         self._dfas: dict[int, tuple[Node, ByteDFA]] = {}
         self._keys: dict[tuple[str, ...], Node] = {}
         self.loose_depth = 0  # set while building what a difference subtracts
+        self.subtracted: list[tuple[str, str]] = []  # (keyword, pointer) of subtractions
         self._patterns: dict[tuple[str, bool], Node] = {}
+        self._numbers: dict[tuple[Any, ...], Node] = {}
 
     def compile(self) -> Node:
         """The AST of the whole document; GrammarError if it matches nothing."""
         node = self.conj([Part(self.root, "")], self.space.at([self.root]), True)
         if is_nothing(node):
-            if self.collector.cut_pointers:
-                raise GrammarError(
-                    "recursive $ref has no finite expansion within max_recursion_depth="
-                    f"{self.max_recursion_depth}",
-                    keyword="$ref",
-                    pointer=self.collector.cut_pointers[0],
-                )
-            raise GrammarError("the schema matches no JSON value")
+            raise self.empty_error()
         return node
+
+    def empty_error(self) -> GrammarError:
+        """Why the grammar is empty: a cut recursion, a subtraction, or no value at all."""
+        if self.collector.cut_pointers:
+            return GrammarError(
+                "recursive $ref has no finite expansion within max_recursion_depth="
+                f"{self.max_recursion_depth}",
+                keyword="$ref",
+                pointer=self.collector.cut_pointers[0],
+            )
+        if self.subtracted:  # "matches nothing" is only said of empty languages
+            keyword, pointer = self.subtracted[0]
+            return GrammarError(
+                f"nothing is left once '{keyword}' at '{pointer or '/'}' and the other "
+                "subtractions are applied (the schema may match no value, or a subtracted "
+                "branch could only be over-approximated)"
+            )
+        return GrammarError("the schema matches no JSON value")
 
     def fail(self, keyword: str, pointer: str, message: str) -> None:
         """Refuse `keyword`, or in lenient mode drop it with a warning."""
@@ -170,6 +188,7 @@ class SchemaCompiler:
 
     def conj(self, parts: list[Part], loc: Location, pos: bool) -> Node:
         """All of `parts` at `loc`; `pos` False over-approximates (see module docstring)."""
+        check()
         facts = self.collector.collect(parts)
         if facts is None:
             return NOTHING if pos else self.loose()
@@ -218,6 +237,8 @@ class SchemaCompiler:
                 return alt(*(branch(p) for p in options))
             unders = [self.under(p, loc) for p in options]
             return alt(*(difference(branch(p), _others(unders, k)) for k, p in enumerate(options)))
+        if kind in ("not", "if", "oneOf"):
+            self.subtracted.append((kind, holder.pointer))
         if kind == "not":
             return self.minus(branch(), Part(value, holder.at("not")), loc)
         if kind == "if":
@@ -305,13 +326,41 @@ class SchemaCompiler:
                 brackets = "{}" if isinstance(value, dict) else "[]"
                 texts.append(loose_container(brackets, max(self.loose_depth, 1)))
                 continue
+            if not pos and _has_number(value):  # every spelling of its numbers
+                texts.append(self.spelled(reorder(value, loc)))
+                continue
             texts.append(literal(dumps(reorder(value, loc), self.whitespace)))
         node = alt(*texts)
         if facts.scalar_constraints():
             node = intersect(node, self.union(facts, loc, pos, facts.types))
         return node
 
+    def spelled(self, value: Any) -> Node:
+        """`value`'s text with every spelling of the numbers in it (negative mode)."""
+        if isinstance(value, bool) or not isinstance(value, (int, float, dict, list)):
+            return literal(dumps(value, self.whitespace))
+        if isinstance(value, (int, float)):
+            return value_spellings(value)
+        if isinstance(value, list):
+            return seq(literal("["), *self._joined([self.spelled(v) for v in value]), literal("]"))
+        members = [seq(self.name(k), self.key_sep, self.spelled(v)) for k, v in value.items()]
+        return seq(literal("{"), *self._joined(members), literal("}"))
+
+    def _joined(self, nodes: list[Node]) -> list[Node]:
+        out: list[Node] = []
+        for node in nodes:
+            out += [self.item_sep, node] if out else [node]
+        return out
+
     def number(self, facts: Facts, pos: bool, types: frozenset[str]) -> Node:
+        """Numbers within the bounds and steps, in every spelling this mode accepts."""
+        key = (tuple(facts.lower), tuple(facts.upper), tuple(facts.multiples), types, pos)
+        found = self._numbers.get(key)
+        if found is None:
+            found = self._numbers[key] = self._number(facts, pos, types)
+        return found
+
+    def _number(self, facts: Facts, pos: bool, types: frozenset[str]) -> Node:
         lower = max(facts.lower, default=None)
         upper = min(facts.upper, key=lambda b: (b[0], not b[1]), default=None)
         if "fraction" not in types:
@@ -326,6 +375,11 @@ class SchemaCompiler:
             except GrammarError as error:
                 if pos:
                     self.fail("multipleOf", pointer, error.message)
+        plain = not (facts.lower or facts.upper or facts.multiples)
+        # negative mode: every exponent form; `integer` stays digits only
+        scientific = not pos or (plain and {"integer", "fraction"} <= types)
+        if "fraction" in types or not pos:
+            node = settled_spellings(node, scientific)
         return node
 
     def string(self, facts: Facts, pos: bool) -> Node:
@@ -419,6 +473,14 @@ def _conditional(holder: Part, sub: Any) -> tuple[Part, list[Part], list[Part]]:
     then = [sub(schema["then"], "then")] if "then" in schema else []
     other = [sub(schema["else"], "else")] if "else" in schema else []
     return sub(schema["if"], "if"), then, other
+
+
+def _has_number(value: Any) -> bool:
+    if isinstance(value, dict):
+        return any(_has_number(v) for v in value.values())
+    if isinstance(value, list):
+        return any(_has_number(v) for v in value)
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 def _others(nodes: list[Node], k: int) -> Node:

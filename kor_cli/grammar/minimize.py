@@ -13,6 +13,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from kor_cli.errors import GrammarError
+from kor_cli.grammar.limits import check
 
 
 def determinize(
@@ -48,6 +49,8 @@ def determinize(
     triples: list[tuple[int, int, int]] = []
     i = 1
     while i < len(sets):
+        if not i & 255:
+            check()
         for mask, targets in _split(sets[i], edges, full):
             key = frozenset(targets)
             target = unions.get(key)
@@ -187,6 +190,7 @@ def _hopcroft(table: np.ndarray, accepting: np.ndarray) -> list[int]:
             blocks.append(members)
     waiting = set(range(len(blocks)))
     while waiting:
+        check()
         signature: dict[int, int] = {}  # source -> classes leading into the splitter
         for t in list(blocks[waiting.pop()]):
             for s, mask in inv[t]:

@@ -15,6 +15,7 @@ import numpy as np
 
 from kor_cli.errors import GrammarError
 from kor_cli.grammar.ast import Alt, Automaton, Bytes, Join, Node, Product, Repeat, Seq
+from kor_cli.grammar.limits import check
 
 
 def automaton_byte_sets(node: Automaton) -> list[int]:
@@ -84,6 +85,8 @@ class NFA:
         self._memo: dict[int, int] = {}
 
     def new(self) -> int:
+        if not len(self.edges) & 1023:
+            check()
         if len(self.edges) >= self.limit:
             raise GrammarError(
                 f"grammar too large: more than {self.limit} NFA states "

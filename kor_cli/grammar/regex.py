@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 from kor_cli.errors import GrammarError
 from kor_cli.grammar import charset as cs
+from kor_cli.grammar import limits
 from kor_cli.grammar.ast import EMPTY, Node, alt, opt, repeat, seq
 from kor_cli.grammar.charset import Ranges
 
@@ -184,6 +185,10 @@ class _Parser:
         high = (int(hi) if hi else None) if comma else low
         if high is not None and high < low:
             raise self.error("min repeat greater than max repeat")
+        if max(low, high or 0) > limits.current().max_repeat:
+            count, limit = max(low, high or 0), limits.current().max_repeat
+            raise self.error(f"repetition count {count} exceeds the limit of {limit} "
+                             "(raise GrammarOptions.max_repeat)")  # fmt: skip
         return low, high
 
     def atom(self) -> Node:

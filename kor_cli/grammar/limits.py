@@ -1,0 +1,79 @@
+"""Compile limits: the compiler refuses in bounded time and memory, with a named error.
+
+`Limits` are read by the JSON Schema compiler (enum sizes, property counts, regex
+repetition counts) and `deadline` bounds the wall-clock time of a whole compile: the
+loops that can grow (NFA construction, subset construction, minimisation, products, the
+schema walk) call `check()`. Every limit names the `GrammarOptions` field that raises it.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+from kor_cli.errors import GrammarError
+
+_local = threading.local()
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Size limits of one compile (see `GrammarOptions`)."""
+
+    max_repeat: int = 1000  # regex {m,n} counts
+    max_enum: int = 2000  # values of one enum
+    max_properties: int = 1000  # properties of one object schema
+
+
+def current() -> Limits:
+    """The limits of the compile running in this thread (defaults outside one)."""
+    return getattr(_local, "limits", None) or Limits()
+
+
+@contextmanager
+def applied(limits: Limits, seconds: float | None) -> Iterator[None]:
+    """Compile under `limits` and a wall-clock limit of `seconds`."""
+    saved = getattr(_local, "limits", None)
+    _local.limits = limits
+    try:
+        with deadline(seconds):
+            yield
+    finally:
+        _local.limits = saved
+
+
+@contextmanager
+def deadline(seconds: float | None) -> Iterator[None]:
+    """Within the block, `check()` raises once `seconds` have passed (None: no limit)."""
+    saved = getattr(_local, "until", None), getattr(_local, "seconds", None)
+    if seconds is not None:
+        until = time.monotonic() + seconds
+        if saved[0] is None or until < saved[0]:
+            _local.until, _local.seconds = until, seconds
+    try:
+        yield
+    finally:
+        _local.until, _local.seconds = saved
+
+
+def check() -> None:
+    """Raise `GrammarError` if the current compile has run past its time limit."""
+    until = getattr(_local, "until", None)
+    if until is not None and time.monotonic() > until:
+        raise GrammarError(
+            f"compiling took longer than {_local.seconds:g} s (the grammar is too large to "
+            "build in time; raise GrammarOptions.time_limit_s to wait longer)"
+        )
+
+
+def too_many(what: str, count: int, limit: int, option: str, keyword: str, pointer: str) -> None:
+    """Raise if `count` exceeds `limit` (a named error saying which option raises it)."""
+    if count > limit:
+        raise GrammarError(
+            f"{count} {what} exceed the limit of {limit} (raise GrammarOptions.{option})",
+            keyword=keyword,
+            pointer=pointer,
+        )

@@ -1,0 +1,42 @@
+"""SchemaStore's real-world schemas through the real Qwen token mask: never accept an
+instance that must not validate (`benchmarks/schemastore.py`, which also writes the
+figures the README quotes).
+
+Slow (about an hour on a shared 2-core machine): marked `slow` and run only when
+`KOR_CORPUS_TESTS=1` (`.ci/run` sets it); skipped when the corpus is absent
+(`../shared/testdata/schemastore`).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+CORPUS = REPO.parent / "shared" / "testdata" / "schemastore"
+
+
+def _runner() -> ModuleType:
+    spec = importlib.util.spec_from_file_location(
+        "schemastore_bench", REPO / "benchmarks" / "schemastore.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not (CORPUS / "schemas").is_dir(), reason="SchemaStore corpus not available")
+@pytest.mark.skipif(os.environ.get("KOR_CORPUS_TESTS") != "1", reason="set KOR_CORPUS_TESTS=1")
+def test_schemastore_no_false_accepts() -> None:
+    result = _runner().run(CORPUS)
+    assert result["false_accepts"] == 0, result["false_accept_cases"]
+    assert result["crashed"] == 0, result["crash_cases"]  # only named refusals
+    assert result["timeouts"] == 0, result["timeout_schemas"]
+    assert result["mask_dfa_disagreements"] == 0
+    assert result["compiled"] >= result["schemas"] // 2  # refusing everything is "safe" too
