@@ -1,9 +1,10 @@
 """kor-cli's grammar compiler on SchemaStore's real-world schemas, through the real token mask.
 
 For every schema of the corpus (`schemas/<name>.json` with instances in `valid/<name>/`
-and `invalid/<name>/`): compile it with the compiler's own wall-clock limit
-(`GrammarOptions.time_limit_s` = `--timeout`, 10 s: past it a named refusal; the compile
-runs in a worker process that is killed 5 s later still, a "timeout"), references between
+and `invalid/<name>/`): compile it with the compiler's own time limit
+(`GrammarOptions.time_limit_s` = `--timeout`, 10 s of CPU time, robust on a shared
+machine: past it a named refusal; the compile runs in a worker process that is killed if
+it still runs after 3x the limit + 5 s of wall-clock time, a "timeout"), references between
 files resolved by file name (`GrammarOptions.ref_dir`). Then walk every instance, token
 by token, through the allowed-token mask of the Qwen tokenizer (`TokenIndex` +
 `GrammarMatcher`), ending with a stop token:
@@ -51,7 +52,7 @@ REPO = Path(__file__).resolve().parents[1]
 CORPUS = REPO.parent / "shared" / "testdata" / "schemastore"
 
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")  # workers fork
-GRACE_S = 5.0  # the compiler's own time limit answers first; the kill is a safety net
+GRACE = 3.0  # the compiler's own (CPU) time limit answers first; the kill is a safety net
 _tokenizer: Any = None
 _info: TokenizerInfo | None = None
 
@@ -173,7 +174,7 @@ class Pool:
     def run(self, name: str, timeout: float, walk_timeout: float) -> dict[str, Any]:
         self.conn.send((name, timeout))
         row: dict[str, Any] = {"name": name}
-        for phase, limit in (("compile", timeout + GRACE_S), ("walk", walk_timeout)):
+        for phase, limit in (("compile", timeout * GRACE + 5), ("walk", walk_timeout)):
             if not self.conn.poll(limit):
                 self.process.kill()
                 self.process.join()

@@ -37,7 +37,7 @@ class GrammarOptions:
         (the specification); by default it is closed once it declares properties/required.
     ref_dir: a folder of sibling schema files: `$ref: "other.json"` (relative) and
         `https://json.schemastore.org/other.json` load `ref_dir/other.json` (`json_files`).
-    time_limit_s: wall-clock limit of one compile (None: none); past it `GrammarError`.
+    time_limit_s: CPU-time limit of one compile (None: none); past it `GrammarError`.
     max_repeat / max_enum / max_properties: the largest regex repetition count, enum and
         object schema (number of `properties`) compiled; larger ones raise `GrammarError`.
     No Python exception other than `GrammarError` escapes a compile (a schema too deep
