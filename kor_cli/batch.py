@@ -240,7 +240,7 @@ def run_batch(
         first = next(batches, None)  # skips what is done; no model load when all is
         if first is not None:
             if scale_out is None:
-                engine = _local_engine(schema, model, extract_options, options, device, dtype)
+                engine = local_engine(schema, model, extract_options, options, device, dtype)
             else:
                 from kor_cli.distributed import ray_engine
 
@@ -292,7 +292,7 @@ def load_runner(
 
 
 @contextmanager
-def _local_engine(
+def local_engine(
     schema: Schema,
     model: str | None,
     extract_options: ExtractOptions,

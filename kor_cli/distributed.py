@@ -114,6 +114,7 @@ def _connect(ray: Any, address: str) -> bool:
     quiet: dict[str, Any] = {"log_to_driver": False, "logging_level": logging.ERROR}
     try:
         if address == "local":
+            os.environ.setdefault("RAY_worker_niceness", "0")  # Ray's 15: the job's own workers
             ray.init(
                 address="local",
                 include_dashboard=False,

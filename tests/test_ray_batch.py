@@ -1,10 +1,11 @@
 """`kor-cli batch --ray`: Ray actors extract, the driver keeps every batch guarantee.
 
 Tests marked `ray` run on a small Ray cluster started in this process (2 CPUs, no
-dashboard) and the tiny random-weight test model, and skip when Ray is not installed
-(`pip install -e '.[ray]'`). Random weights never give a valid record, so runs exit 3;
-what is compared is the rows themselves: the Ray path must write exactly the rows of the
-single-process run (all fields but the per-record `seconds`), once each, in input order.
+dashboard) and the tiny random-weight test model; they run when selected with `-m ray`
+and skip when Ray is not installed (`pip install -e '.[ray]'`). Random weights never
+give a valid record, so runs exit 3; what is compared is the rows themselves: the Ray
+path must write exactly the rows of the single-process run (all fields but the
+per-record `seconds`), once each, in input order.
 """
 
 from __future__ import annotations
@@ -64,10 +65,16 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 
 @pytest.fixture(scope="module")
-def cluster() -> Iterator[str]:
-    """A 2-CPU Ray cluster in this process (no dashboard); yields its address."""
+def cluster(request: pytest.FixtureRequest) -> Iterator[str]:
+    """A 2-CPU Ray cluster in this process (no dashboard); yields its address.
+
+    Opt-in like a separate suite (`python -m pytest -q -m ray`, ~4 min), so the plain run
+    stays short where the extra is installed.
+    """
     if not distributed.ray_available():
-        pytest.skip("ray is not installed")
+        pytest.skip("ray is not installed (pip install -e '.[ray]')")
+    if "ray" not in (request.config.getoption("markexpr") or ""):
+        pytest.skip("Ray cluster tests run with: python -m pytest -q -m ray")
     import ray
 
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
@@ -151,6 +158,7 @@ def test_ray_options_need_ray(env: dict[str, Path], tmp_path: Path) -> None:
     assert result.exit_code == 2 and "--workers and --gpus-per-worker need --ray" in said(result)
 
 
+@pytest.mark.ray
 @needs_ray
 @pytest.mark.parametrize(
     ("extra", "message"),
@@ -306,3 +314,34 @@ def test_a_model_that_fails_to_load_on_the_workers_is_exit_4(
     result = runner.invoke(app, args)
     assert result.exit_code == 4, result.output
     assert "does not exist" in said(result) and "Traceback" not in result.output
+
+
+@pytest.mark.ray
+def test_inputs_stream_with_a_bounded_read_ahead(env: dict[str, Path], cluster: str) -> None:
+    from kor_cli.batch import BatchOptions
+    from kor_cli.decode import SamplingOptions
+    from kor_cli.extract import ExtractOptions
+    from kor_cli.ray_pool import WINDOW
+    from kor_cli.records import Record
+    from kor_cli.schema import load_schema
+
+    pulled = 0
+
+    def batches() -> Iterator[list[Record]]:
+        nonlocal pulled
+        for i in range(40):
+            pulled += 1
+            yield [Record(id=i, source="<test>", line=i + 1, text=f"Ann is {i}.")]
+
+    extract = ExtractOptions(mode="prompt", sampling=SamplingOptions(max_new_tokens=2))
+    options = BatchOptions(inputs=(), output="", batch_size=1)
+    schema = load_schema(str(env["person"]))
+    ahead, ids = [], []
+    with distributed.ray_engine(
+        schema, str(env["model"]), extract, options, RayOptions("auto", workers=2), "auto"
+    ) as rows_of:
+        for rows in rows_of(batches(), threading.Event()):
+            ids += [row.id for row in rows]
+            ahead.append(pulled - len(ids))  # read from the input but not yet written
+    assert ids == list(range(40))
+    assert 2 <= max(ahead) <= WINDOW * 2 and min(ahead) >= 0
