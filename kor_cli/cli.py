@@ -24,7 +24,7 @@ app = typer.Typer(
         "Examples:\n\n"
         "  kor-cli schema show schemas/person.yaml --as typescript\n\n"
         "  kor-cli prompt schemas/person.yaml samples/person.txt\n\n"
-        "  kor-cli extract schemas/person.yaml samples/person.txt -m ./my-model\n\n"
+        "  kor-cli extract schemas/person.yaml samples/person.txt\n\n"
         + EXIT_CODES
     ),
     no_args_is_help=True,
@@ -67,7 +67,11 @@ def main(
     """kor-cli root options."""
 
 
-@schema_app.command("show")
+PRINT_EXIT_CODES = """\
+Exit codes: 0 printed · 2 usage, schema or input error (one line on stderr)."""
+
+
+@schema_app.command("show", epilog=PRINT_EXIT_CODES)
 def schema_show(
     schema: str = typer.Argument(..., help=SCHEMA_HELP),
     as_: str = typer.Option(
@@ -109,7 +113,7 @@ def schema_show(
     run_guarded(action)
 
 
-@app.command("prompt")
+@app.command("prompt", epilog=PRINT_EXIT_CODES)
 def prompt_cmd(
     schema: str = typer.Argument(..., help=SCHEMA_HELP),
     input_path: str = typer.Argument("-", metavar="[INPUT|-]", help=INPUT_HELP),
@@ -172,7 +176,7 @@ def extract_cmd(
     Kor's "nothing here" ({}) is a valid result with "empty": true when the schema has an
     example with empty output (or with --allow-empty).
 
-    Example: kor-cli extract schemas/person.yaml samples/person.txt -m ./my-model
+    Example: kor-cli extract schemas/person.yaml samples/person.txt
     """
 
     def action() -> int:
@@ -230,7 +234,7 @@ def generate_cmd(
     The prompt is used as is (inside the chat template when the model has one). The result
     has text, valid, finish_reason, tokens, forward_passes, forced_tokens and seconds.
 
-    Example: echo "Is this review positive?" | kor-cli generate --choice yes,no -m ./my-model
+    Example: echo "Is this review positive?" | kor-cli generate --choice yes,no
     """
 
     def action() -> int:
@@ -320,7 +324,7 @@ def batch_cmd(
     result. Bad input lines become error rows; long texts are chunked and merged. Progress
     and the summary go to stderr.
 
-    Example: kor-cli batch schemas/person.yaml data.jsonl -o out.jsonl -m ./my-model
+    Example: kor-cli batch schemas/person.yaml samples/people.jsonl -o out.jsonl
     """
 
     def action() -> int:
@@ -406,7 +410,7 @@ def compare_cmd(
     match against the gold field, tokens, forward passes, forced tokens and seconds per
     record. Progress goes to stderr.
 
-    Example: kor-cli compare schemas/person.yaml samples/people.jsonl -m ./my-model
+    Example: kor-cli compare schemas/person.yaml samples/people.jsonl
     """
 
     def action() -> None:
@@ -481,7 +485,7 @@ def trace_cmd(
     probability. Jump-forward chunks get lines of their own. The summary is the table's
     caption (on stderr with --json); the output text goes to stderr.
 
-    Example: kor-cli trace schemas/person.yaml samples/person.txt -m ./my-model
+    Example: kor-cli trace schemas/person.yaml samples/person.txt
     """
 
     def action() -> int:

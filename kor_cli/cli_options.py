@@ -14,7 +14,12 @@ SCHEMA_HELP = "Schema: file.yaml | file.json | path/to/file.py:Class | package.m
 INPUT_HELP = "Input text file, or '-' for stdin (the default)."
 
 MODEL = typer.Option(
-    None, "-m", "--model", help="Local model folder or hub id (env KOR_CLI_MODEL)."
+    None,
+    "-m",
+    "--model",
+    help="Local model folder or hub id. Default: $KOR_CLI_MODEL, else the embedded demo "
+    "model (a tiny stand-in trained on the sample schemas only).",
+    show_default=False,
 )
 MODE = typer.Option(
     "constrained",

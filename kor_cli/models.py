@@ -63,8 +63,14 @@ def pick_dtype(dtype: str, device: Any) -> Any:
 
     if dtype == "auto":
         return torch.bfloat16 if device.type == "cuda" else torch.float32
-    table = {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16,
-             "bf16": torch.bfloat16, "float16": torch.float16, "fp16": torch.float16}
+    table = {
+        "float32": torch.float32,
+        "fp32": torch.float32,
+        "bfloat16": torch.bfloat16,
+        "bf16": torch.bfloat16,
+        "float16": torch.float16,
+        "fp16": torch.float16,
+    }
     if dtype not in table:
         raise UsageError(f"unknown dtype {dtype!r}; choose auto, float32, bfloat16 or float16")
     return table[dtype]
@@ -83,6 +89,50 @@ def collect_stop_ids(tokenizer: Any, generation_config: Any) -> tuple[int, ...]:
     return tuple(ids)
 
 
+HUB_PROBE_SECONDS = 3.0
+TRUE_WORDS = {"1", "true", "yes", "on"}
+OFFLINE_VARS = ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")
+PROXY_VARS = ("HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy")
+
+
+def hub_reachable() -> bool:
+    """False when offline mode is set or a quick TCP connect to the hub fails (no network:
+    transformers would retry for about a minute). Behind a proxy the probe is skipped."""
+    import socket
+    from urllib.parse import urlsplit
+
+    if any(os.environ.get(var, "").lower() in TRUE_WORDS for var in OFFLINE_VARS):
+        return False
+    if any(os.environ.get(var) for var in PROXY_VARS):
+        return True
+    endpoint = urlsplit(os.environ.get("HF_ENDPOINT") or "https://huggingface.co")
+    port = endpoint.port or (80 if endpoint.scheme == "http" else 443)
+    try:
+        socket.create_connection((endpoint.hostname, port), timeout=HUB_PROBE_SECONDS).close()
+    except OSError:
+        return False
+    return True
+
+
+def hub_load_options(name: str) -> dict[str, Any]:
+    """`from_pretrained` options for hub id `name`: the local cache only when the hub is out of
+    reach, and a one-line ModelError at once when the model is not cached either."""
+    if hub_reachable():
+        return {}
+    try:
+        from huggingface_hub import try_to_load_from_cache
+
+        cached = isinstance(try_to_load_from_cache(name, "config.json"), str)
+    except (ImportError, ValueError):  # ValueError: not a valid repo id
+        cached = False
+    if not cached:
+        raise ModelError(
+            f"cannot load model '{name}': it is not in the local Hugging Face cache and the hub "
+            "cannot be reached (offline); pass a local folder, or download it once online"
+        )
+    return {"local_files_only": True}
+
+
 def load_model(
     name: str | None, *, device: str = "auto", dtype: str = "auto", local_only: bool = False
 ) -> LoadedModel:
@@ -95,6 +145,7 @@ def load_model(
     if is_local and not path.is_dir():
         raise ModelError(f"model path '{name}' is not a folder with a transformers model")
     source = str(path) if is_local else name
+    hub_options = {} if is_local else hub_load_options(name)
     chosen_device = pick_device(device)
     chosen_dtype = pick_dtype(dtype, chosen_device)
     try:
@@ -103,8 +154,8 @@ def load_model(
 
         transformers.logging.set_verbosity_error()
         transformers.logging.disable_progress_bar()  # 5.x draws one while loading weights
-        tokenizer = AutoTokenizer.from_pretrained(source)
-        model = AutoModelForCausalLM.from_pretrained(source, dtype=chosen_dtype)
+        tokenizer = AutoTokenizer.from_pretrained(source, **hub_options)
+        model = AutoModelForCausalLM.from_pretrained(source, dtype=chosen_dtype, **hub_options)
     except (OSError, ValueError, KeyError, RuntimeError, ImportError) as error:
         message = str(error).strip()
         first_line = message.splitlines()[0] if message else type(error).__name__

@@ -35,3 +35,12 @@ def test_help_lists_commands_and_exit_codes() -> None:
 def test_version() -> None:
     result = runner.invoke(app, ["--version"])
     assert result.exit_code == 0 and result.output.strip() == "0.1.0"
+
+
+def test_every_command_lists_exit_codes_and_model_commands_name_the_default() -> None:
+    for args in (["prompt"], ["schema", "show"], ["extract"], ["batch"], ["compare"]):
+        text = " ".join(runner.invoke(app, [*args, "--help"]).output.split())
+        assert "Exit codes: 0" in text and "2 usage, schema or input error" in text, args
+    for args in (["extract"], ["generate"], ["batch"], ["compare"], ["trace"]):
+        text = " ".join(runner.invoke(app, [*args, "--help"]).output.split())
+        assert "Default: $KOR_CLI_MODEL, else the embedded demo model" in text, args
