@@ -1,4 +1,4 @@
-"""Reading input texts: files or stdin, strict UTF-8, trailing whitespace dropped, never empty."""
+"""Reading input texts: files or stdin, strict UTF-8, kept as they are (as Kor), never empty."""
 
 from __future__ import annotations
 
@@ -36,7 +36,7 @@ def read_text(spec: str) -> str:
             data = path.read_bytes()
         except OSError as error:
             raise InputError(f"{source}: cannot read ({error.strerror})") from None
-    text = decode_text(data, source).rstrip()  # a file's final newline is not part of the text
+    text = decode_text(data, source)  # kept whole, trailing newlines too, as Kor does
     if not text.strip():
         raise InputError(f"{source}: input text is empty")
     return text

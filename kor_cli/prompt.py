@@ -40,17 +40,19 @@ def default_template() -> str:
 
 
 def check_template(template: str, source: str = "template") -> str:
-    """Return `template` if it uses exactly Kor's two placeholders; InputError otherwise."""
+    """Return `template` if it uses Kor's placeholders only, at least one of them (Kor fills
+    those a template has: one without {format_instructions} is fine); InputError otherwise."""
     try:
         fields = {name for _, name, _, _ in string.Formatter().parse(template) if name is not None}
     except ValueError as error:
         raise InputError(
             f"{source}: bad template ({error}); write literal braces as '{{{{' and '}}}}'"
         ) from None
-    missing = [name for name in PLACEHOLDERS if name not in fields]
-    if missing:
-        names = ", ".join("{" + name + "}" for name in missing)
-        raise InputError(f"{source}: template lacks the placeholder(s) {names}")
+    if not fields & set(PLACEHOLDERS):
+        raise InputError(
+            f"{source}: template has neither {{type_description}} nor {{format_instructions}}, "
+            "so the model would see no schema"
+        )
     unknown = sorted(fields - set(PLACEHOLDERS))
     if unknown:
         names = ", ".join("{" + name + "}" for name in unknown)

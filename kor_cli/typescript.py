@@ -32,7 +32,8 @@ def render_typescript(root: Node) -> str:
 
 def _lines(node: Node, depth: int, *, is_root: bool = False) -> list[str]:
     indent = " " * depth
-    name = node.id if is_root or node.required else f"{node.id}?"
+    optional = not (is_root or node.required) and node.required_stated
+    name = f"{node.id}?" if optional else node.id
     null = " | null" if node.nullable else ""
     if node.type == "object":
         opening, closing = ("Array<{", "}>") if node.many else ("{", "}")

@@ -86,7 +86,7 @@ def test_custom_template(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("text", "expected"),
     [
-        ("{type_description}\n", "lacks the placeholder(s) {format_instructions}"),
+        ("Extract the person.\n", "neither {type_description} nor {format_instructions}"),
         ("{type_description} {format_instructions} {text}", "unknown placeholder(s) {text}"),
         ("{type_description} {format_instructions} {", "bad template"),
     ],

@@ -299,15 +299,16 @@ def test_bad_example_names_the_example(tmp_path: Path) -> None:
     assert "valid integer" in message
 
 
-def test_incomplete_root_example_suggests_required_false(tmp_path: Path) -> None:
+def test_example_leaving_out_a_stated_required_field_is_named(tmp_path: Path) -> None:
     spec = write(
         tmp_path,
         "partial.yaml",
-        "id: p\nattributes: [{id: a}, {id: b}]\nexamples:\n  - {text: t, output: {a: x}}\n",
+        "id: p\nattributes: [{id: a}, {id: b, required: true}]\n"
+        "examples:\n  - {text: t, output: {a: x}}\n",
     )
     message = error_of(spec)
     assert "example 1 of 'p'" in message and "b: Field required" in message
-    assert "required: false" in message
+    assert "leave out only optional fields" in message
 
 
 # --- errors -------------------------------------------------------------------------

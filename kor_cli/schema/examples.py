@@ -29,8 +29,31 @@ def gather_examples(root: Node) -> list[Example]:
 
 
 def check_examples(root: Node, source: str) -> None:
-    """Validate each node's own example outputs against that node's value type."""
+    """Validate each node's own example outputs against that node's value type, after
+    making optional the fields that examples leave out (see `relax_left_out`)."""
+    relax_left_out(root)
     _check_node(root, root.id, source)
+
+
+def relax_left_out(node: Node) -> None:
+    """Kor's few-shot examples often leave fields out. A field that some example of an
+    enclosing object leaves out is optional (constrained decoding may leave it out too),
+    unless the schema states `required` for it; the prompt shows it as Kor does (no `?`)."""
+    for _, value in node.examples:
+        _relax(node, value)
+    for child in node.attributes:
+        relax_left_out(child)
+
+
+def _relax(node: Node, value: Any) -> None:
+    for item in value if isinstance(value, list) else [value]:
+        if node.type != "object" or not isinstance(item, dict) or is_empty(item):
+            continue
+        for child in node.attributes:
+            if child.id in item:
+                _relax(child, item[child.id])
+            elif not child.required_stated:
+                child.required = False
 
 
 def _wrap(node: Node, value: Any) -> dict[str, Any] | None:
@@ -63,7 +86,7 @@ def _check_node(node: Node, path: str, source: str) -> None:
             except ValidationError as error:
                 problems = "; ".join(_describe(item) for item in error.errors())
                 missing = any(item["type"] == "missing" for item in error.errors())
-                hint = " (mark fields examples may leave out as required: false)" if missing else ""
+                hint = " (examples may leave out only optional fields)" if missing else ""
                 raise SchemaError(
                     f"{source}: example {number} of '{path}' ({_short(text)}) does not fit "
                     f"the schema: {problems}{hint}"

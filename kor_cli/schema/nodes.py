@@ -51,6 +51,9 @@ class Node:
     description: str = ""
     many: bool = False
     required: bool = True
+    # False: `required` was not written in the schema (the prompt then never shows `?`, as in
+    # Kor, and an example that leaves the field out makes it optional)
+    required_stated: bool = True
     nullable: bool = False
     attributes: list[Node] = field(default_factory=list)
     options: list[Option] = field(default_factory=list)

@@ -98,6 +98,7 @@ def _node(data: Any, parent: str, index: int, source: str) -> Node:
         description=_string(data, "description", where),
         many=_flag(data, "many", False, where),
         required=_flag(data, "required", True, where),
+        required_stated="required" in data,
         nullable=_flag(data, "nullable", False, where),
         attributes=[
             _node(child, path, position, source)
