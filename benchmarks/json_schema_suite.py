@@ -3,7 +3,9 @@
 For every schema: compile it (a named `GrammarError` counts as "refused"). For every test
 instance of a compiled schema: a valid instance must be accepted by the DFA (in canonical
 form: `serialize` with object keys in the schema's order, see `json_location.reorder`),
-an invalid one rejected (in every form tried). Writes the counts to
+an invalid one rejected (in every form tried). References to the suite's `remotes/` (served
+at `http://localhost:1234/` by its harness) load those files (`GrammarOptions.ref_map`).
+Writes the counts to
 `benchmarks/results/json_schema_suite.json`. The `optional/` folder is skipped.
 
 Usage: python benchmarks/json_schema_suite.py [SUITE_DIR]
@@ -19,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from kor_cli.errors import GrammarError
-from kor_cli.grammar.compile import Grammar, compile_json_schema, serialize
+from kor_cli.grammar.compile import Grammar, GrammarOptions, compile_json_schema, serialize
 from kor_cli.grammar.json_location import LocationSpace, reorder
 from kor_cli.grammar.json_refs import Resolver
 
@@ -49,11 +51,13 @@ def run(suite_dir: Path = SUITE_DIR) -> dict[str, Any]:
     false_accepts: list[str] = []
     false_rejects: list[str] = []
     refusals: Counter[str] = Counter()
+    remotes = suite_dir.parent / "remotes"  # served at localhost:1234 by the suite's harness
+    options = GrammarOptions(ref_map=(("http://localhost:1234/", str(remotes)),))
     for path in sorted(suite_dir.glob("*.json")):
         for case in json.loads(path.read_text()):
             where = f"{path.stem}: {case['description']}"
             try:
-                grammar: Grammar = compile_json_schema(case["schema"])
+                grammar: Grammar = compile_json_schema(case["schema"], options)
             except GrammarError as error:
                 counts["schemas_refused"] += 1
                 counts["tests_refused"] += len(case["tests"])

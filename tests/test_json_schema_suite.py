@@ -31,7 +31,9 @@ def _runner() -> ModuleType:
 def test_no_false_accepts() -> None:
     counts = _runner().run(SUITE)
     assert counts["false_accepts"] == 0, counts["false_accept_cases"]
-    assert counts["schemas_compiled"] >= 300  # refusing everything would be "safe" too
+    assert counts["schemas_compiled"] >= 330  # refusing everything would be "safe" too
     # formats are enforced on purpose; the suite's "format is only an annotation" cases fail
     others = [c for c in counts["false_reject_cases"] if "only an annotation" not in c]
-    assert len(others) <= 12, others
+    # the documented classes: closed objects by default, bounded depth of untyped values,
+    # anyOf annotation collection, a custom metaschema (README)
+    assert len(others) <= 10, others

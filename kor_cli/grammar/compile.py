@@ -15,7 +15,7 @@ from typing import Any, Literal
 from kor_cli.errors import GrammarError
 from kor_cli.grammar.ast import Node, alt, literal
 from kor_cli.grammar.fsm import ByteDFA, compile_ast
-from kor_cli.grammar.json_files import sibling_loader
+from kor_cli.grammar.json_files import Loader, prefix_loader, sibling_loader
 from kor_cli.grammar.json_schema import SchemaCompiler
 from kor_cli.grammar.json_values import dumps
 from kor_cli.grammar.limits import Limits, applied
@@ -37,6 +37,8 @@ class GrammarOptions:
         (the specification); by default it is closed once it declares properties/required.
     ref_dir: a folder of sibling schema files: `$ref: "other.json"` (relative) and
         `https://json.schemastore.org/other.json` load `ref_dir/other.json` (`json_files`).
+    ref_map: (URI prefix, folder) pairs: a `$ref` under a prefix loads the file at the rest
+        of its path under the folder.
     time_limit_s: CPU-time limit of one compile (None: none); past it `GrammarError`.
     max_repeat / max_enum / max_properties: the largest regex repetition count, enum and
         object schema (number of `properties`) compiled; larger ones raise `GrammarError`.
@@ -51,6 +53,7 @@ class GrammarOptions:
     max_states: int = 50_000
     open_objects: bool = False
     ref_dir: str | None = None
+    ref_map: tuple[tuple[str, str], ...] = ()
     time_limit_s: float | None = 30.0
     max_repeat: int = 1000
     max_enum: int = 2000
@@ -85,6 +88,11 @@ def _cached(kind: str, text: str, options: GrammarOptions, build: Callable[[], G
     if len(_cache) > _CACHE_SIZE:
         _cache.popitem(last=False)
     return grammar
+
+
+def _loader(options: GrammarOptions) -> Loader | None:
+    siblings = sibling_loader(options.ref_dir) if options.ref_dir else None
+    return prefix_loader(options.ref_map, siblings) if options.ref_map else siblings
 
 
 def _bounded(build: Callable[[], Grammar], options: GrammarOptions) -> Grammar:
@@ -139,7 +147,7 @@ def compile_json_schema(
             max_any_depth=options.max_any_depth,
             max_states=options.max_states,
             open_objects=options.open_objects,
-            loader=sibling_loader(options.ref_dir) if options.ref_dir else None,
+            loader=_loader(options),
         )
         node = compiler.compile()
         dfa = compile_ast(node, options.max_states)
