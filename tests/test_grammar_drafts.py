@@ -112,3 +112,9 @@ def test_draft3_is_refused() -> None:
     with pytest.raises(GrammarError) as error:
         compile_json_schema({"$schema": "http://json-schema.org/draft-03/schema#"})
     assert error.value.keyword == "$schema"
+
+
+def test_custom_formats_are_annotations() -> None:
+    schema = {"properties": {"n": {"type": "integer", "format": "int32"}, "u": {"format": "uri"}}}
+    assert accepts(schema, '{"n":1,"u":"http://x"}', '{"u":"not a uri"}') == [True, False]
+    assert ignored_keywords(schema) == [("format", "/properties/n")]

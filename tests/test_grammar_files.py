@@ -62,3 +62,18 @@ def test_other_references_stay_named_errors(folder: Path, ref: str) -> None:
 def test_without_ref_dir_nothing_is_loaded(folder: Path) -> None:
     with pytest.raises(GrammarError, match="only references inside this schema"):
         compile_json_schema({"$ref": "base.json#/definitions/int"})
+
+
+def test_prefix_map_loads_by_path(tmp_path: Path) -> None:
+    (tmp_path / "sub").mkdir()
+    _write(tmp_path / "sub", "int.json", {"type": "integer"})
+    schema = {
+        "$id": "http://localhost:1234/sub/main.json",
+        "items": {"$ref": "int.json"},
+        "properties": {"a": {"$ref": "http://localhost:1234/sub/int.json"}},
+    }
+    options = GrammarOptions(ref_map=(("http://localhost:1234/", str(tmp_path)),))
+    dfa = compile_json_schema({**schema, "type": "array"}, options).dfa
+    assert dfa.accepts(b"[1,2]") and not dfa.accepts(b'["x"]')
+    with pytest.raises(GrammarError):
+        compile_json_schema({"$ref": "http://localhost:1234/../etc/passwd"}, options)
