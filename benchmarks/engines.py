@@ -40,13 +40,16 @@ Per engine × schema × tokenizer:
 
     python benchmarks/engines.py [--tokenizers qwen ...] [--walks 6] [--repeats 5]
 
-Writes benchmarks/results/engines.json and engines.png, prints markdown tables.
+Writes `--out` (default benchmarks/out/engines.json, untracked) and a .png next to it, prints
+markdown tables. Without the `bench` extra (pip install -e '.[bench]') it runs kor-cli alone,
+with a note saying which engines are missing.
 """
 
 from __future__ import annotations
 
 import argparse
 import gc
+import importlib.util
 import json
 import os
 import platform
@@ -59,6 +62,7 @@ from typing import Any
 
 import jsonschema
 import numpy as np
+from _common import add_out_argument, out_path
 from grammar_masks import INSTANCES, SCHEMAS, continuation, random_walk
 
 from kor_cli.grammar import compile as kor_compile
@@ -68,12 +72,23 @@ from kor_cli.grammar.matcher import GrammarMatcher
 from kor_cli.grammar.vocab import TokenizerInfo
 from kor_cli.testing import QWEN_LOGITS_WIDTH, TOKENIZER_NAMES, load_offline_tokenizer
 
-RESULTS = Path(__file__).resolve().parent / "results"
 ENGINES = ("kor", "xgrammar", "llguidance", "outlines")
 COMPETITORS = ENGINES[1:]
 SLOW_COMPILE_S = 2.0  # above this, compile once instead of --repeats times
 EXAMPLES = 8  # disagreement examples (with a spot check) per engine pair and direction
 KINDS = ("text", "text_forced", "special", "stop")
+MODULES = {"xgrammar": "xgrammar", "llguidance": "llguidance", "outlines": "outlines_core"}
+PACKAGES = {
+    "kor": "kor-cli",
+    "xgrammar": "xgrammar",
+    "llguidance": "llguidance",
+    "outlines": "outlines_core",
+}
+
+
+def installed(engine: str) -> bool:
+    """True for kor, and for a competitor whose package is installed (the bench extra)."""
+    return engine == "kor" or importlib.util.find_spec(MODULES[engine]) is not None
 
 
 # -- engines: compile → matcher with fill(buf) / accept(token) -------------------------
@@ -853,8 +868,8 @@ def markdown(report: dict[str, Any], tokenizer: str) -> str:
     lines = [head, "|" + "---|" * 12]
     for row in rows:
         ours = row["engines"].get("kor", {})
-        for ename in ENGINES:
-            r = row["engines"].get(ename, {})
+        for ename in [e for e in ENGINES if e in row["engines"]]:
+            r = row["engines"][ename]
             if "error" in r:
                 lines.append(
                     f"| {row['schema']} | {ename} | refused: {r['error'][:60]} |" + " |" * 10
@@ -920,11 +935,25 @@ def main() -> None:
         "--tokenizers", nargs="+", choices=TOKENIZER_NAMES, default=list(TOKENIZER_NAMES)
     )
     parser.add_argument("--schemas", nargs="+", choices=list(SCHEMAS), default=list(SCHEMAS))
-    parser.add_argument("--engines", nargs="+", choices=ENGINES, default=list(ENGINES))
+    parser.add_argument(
+        "--engines", nargs="+", choices=ENGINES, help="default: every installed engine"
+    )
     parser.add_argument("--walks", type=int, default=6, help="random walks per schema")
     parser.add_argument("--repeats", type=int, default=5, help="compiles per engine × schema")
-    parser.add_argument("--out", type=Path, default=RESULTS / "engines.json")
+    add_out_argument(parser, "engines.json")
     args = parser.parse_args()
+    args.out = out_path(args)
+    missing = [e for e in args.engines or ENGINES if not installed(e)]
+    if args.engines is None:
+        args.engines = [e for e in ENGINES if installed(e)]
+        if missing:
+            print(
+                f"note: {', '.join(missing)} not installed (pip install -e '.[bench]'): "
+                "running without them, so there are no ratios to them",
+                flush=True,
+            )
+    elif missing:
+        parser.error(f"not installed: {', '.join(missing)} (pip install -e '.[bench]')")
     if "kor" not in args.engines:
         parser.error("kor is the reference for every comparison")
 
@@ -932,7 +961,7 @@ def main() -> None:
     report: dict[str, Any] = {
         "machine": f"{platform.machine()}, {platform.python_implementation()} "
         f"{platform.python_version()}, numpy {np.__version__}",
-        "versions": {p: version(p) for p in ("kor-cli", "xgrammar", "llguidance", "outlines_core")},
+        "versions": {PACKAGES[e]: version(PACKAGES[e]) for e in args.engines},
         "whitespace": "compact everywhere: ',' and ':' with no spaces",
         "load_average_at_start": [round(x, 2) for x in os.getloadavg()],
         "tokenizers": {},
@@ -997,6 +1026,9 @@ def main() -> None:
     for goal, result in report["goals"].items():
         print(f"  {goal}: {'met' if result['met'] else 'NOT met'}; {result['detail']}")
     plot_tok = "qwen" if "qwen" in args.tokenizers else args.tokenizers[0]
+    if importlib.util.find_spec("matplotlib") is None:
+        print(f"\nnote: matplotlib not installed, no chart; wrote {args.out}")
+        return
     plot(report, plot_tok, args.out.with_suffix(".png"))
     print(f"\n{report['total_s']} s in all; wrote {args.out} and {args.out.with_suffix('.png')}")
 

@@ -11,7 +11,8 @@ visits build masks on the fly), "warm" with states cached.
 
     python benchmarks/grammar_masks.py [--tokenizer qwen] [--walks 20]
 
-Writes benchmarks/results/grammar_masks_<tokenizer>.json and prints a table.
+Writes `--out` (default benchmarks/out/grammar_masks_<tokenizer>.json, untracked) and prints
+a table.
 """
 
 from __future__ import annotations
@@ -25,14 +26,13 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from _common import add_out_argument, out_path, write_results
 
 from kor_cli.grammar.compile import compile_json_schema, serialize
 from kor_cli.grammar.index import TokenIndex, shared_nbytes, token_trie
 from kor_cli.grammar.matcher import GrammarMatcher
 from kor_cli.grammar.vocab import TokenizerInfo
 from kor_cli.testing import QWEN_LOGITS_WIDTH, TOKENIZER_NAMES, load_offline_tokenizer
-
-RESULTS = Path(__file__).resolve().parent / "results"
 
 DATA = Path(__file__).resolve().parents[1] / "tests" / "data" / "grammar_schemas.json"
 FIVE = {k: v for k, v in json.loads(DATA.read_text()).items() if not k.startswith("_")}
@@ -138,6 +138,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tokenizer", choices=TOKENIZER_NAMES, default="qwen")
     parser.add_argument("--walks", type=int, default=20, help="random walks per schema")
+    add_out_argument(parser, "grammar_masks_{tokenizer}.json")
     args = parser.parse_args()
 
     tokenizer = load_offline_tokenizer(args.tokenizer)
@@ -162,10 +163,7 @@ def main() -> None:
         f"{platform.python_version()}, numpy {np.__version__}",
         "schemas": rows,
     }
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / f"grammar_masks_{args.tokenizer}.json").write_text(
-        json.dumps(report, indent=2) + "\n"
-    )
+    write_results(out_path(args), report)
     print(f"{args.tokenizer}: TokenizerInfo {info_s * 1e3:.0f} ms, trie + string-body tables "
           f"{tables_s * 1e3:.0f} ms ({trie.num_nodes} trie nodes, {trie.nbytes / 1e6:.1f} MB; "
           f"{report['shared_tables_mb']} MB in all)")  # fmt: skip

@@ -5,16 +5,16 @@ instance of a compiled schema: a valid instance must be accepted by the DFA (in 
 form: `serialize` with object keys in the schema's order, see `json_location.reorder`),
 an invalid one rejected (in every form tried). References to the suite's `remotes/` (served
 at `http://localhost:1234/` by its harness) load those files (`GrammarOptions.ref_map`).
-Writes the counts to
-`benchmarks/results/json_schema_suite.json`. The `optional/` folder is skipped.
+Writes the counts to `--out` (default benchmarks/out/json_schema_suite.json, untracked; the
+committed counts are benchmarks/results/json_schema_suite.json). The `optional/` folder is
+skipped.
 
-Usage: python benchmarks/json_schema_suite.py [SUITE_DIR]
+Usage: python benchmarks/json_schema_suite.py [SUITE_DIR] [--out PATH]
 """
 
 from __future__ import annotations
 
 import json
-import sys
 import time
 from collections import Counter
 from pathlib import Path
@@ -27,7 +27,6 @@ from kor_cli.grammar.json_refs import Resolver
 
 REPO = Path(__file__).resolve().parents[1]
 SUITE_DIR = REPO.parent / "shared" / "testdata" / "json-schema-test-suite" / "draft2020-12"
-RESULTS = REPO / "benchmarks" / "results" / "json_schema_suite.json"
 
 
 def _sorted(value: Any) -> Any:
@@ -88,12 +87,18 @@ def run(suite_dir: Path = SUITE_DIR) -> dict[str, Any]:
 
 
 def main() -> None:
-    suite_dir = Path(sys.argv[1]) if len(sys.argv) > 1 else SUITE_DIR
+    import argparse
+
+    from _common import add_out_argument, out_path, write_results
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("suite_dir", nargs="?", type=Path, default=SUITE_DIR)
+    add_out_argument(parser, "json_schema_suite.json")
+    args = parser.parse_args()
     start = time.perf_counter()
-    result = run(suite_dir)
+    result = run(args.suite_dir)
     result["seconds"] = round(time.perf_counter() - start, 2)
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n")
+    write_results(out_path(args), result)
     print(json.dumps({k: v for k, v in result.items() if not k.endswith("_cases")}, indent=2))
 
 

@@ -1,0 +1,89 @@
+"""Benchmark scripts: `--help` runs nothing, results go only to `--out` (by default an
+untracked scratch path), and engines.py without the bench extra runs kor-cli alone."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+BENCH = ROOT / "benchmarks"
+# decode_modes.py and batch_throughput.py are runtime11's (issue 11), reworked there with --out
+SCRIPTS = ["engines.py", "grammar_masks.py", "json_schema_suite.py", "schemastore.py"]
+
+
+def committed() -> dict[str, str]:
+    return {
+        p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in (BENCH / "results").iterdir()
+    }
+
+
+def run(args: list[str], **kwargs) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.run(
+        [sys.executable, *args], cwd=ROOT, env=env, capture_output=True, text=True,
+        timeout=600, check=False, **kwargs,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("script", SCRIPTS)
+def test_help_runs_nothing_and_names_out(script: str) -> None:
+    before = committed()
+    scratch = BENCH / "out"
+    existed = set(scratch.iterdir()) if scratch.exists() else set()
+    done = run([str(BENCH / script), "--help"])
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("usage:") and "--out" in done.stdout
+    assert committed() == before
+    assert (set(scratch.iterdir()) if scratch.exists() else set()) == existed
+
+
+def test_default_out_is_untracked_scratch(tmp_path: Path) -> None:
+    sys.path.insert(0, str(BENCH))
+    try:
+        import argparse
+
+        from _common import SCRATCH, add_out_argument, out_path
+    finally:
+        sys.path.remove(str(BENCH))
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--tokenizer", default="qwen")
+    add_out_argument(parser, "masks_{tokenizer}.json")
+    assert out_path(parser.parse_args([])) == SCRATCH / "masks_qwen.json"
+    assert out_path(parser.parse_args(["--out", str(tmp_path / "x.json")])) == tmp_path / "x.json"
+    if shutil.which("git") and (ROOT / ".git").exists():
+        probe = SCRATCH.relative_to(ROOT) / "engines.json"
+        ignored = subprocess.run(["git", "check-ignore", "-q", str(probe)], cwd=ROOT, check=False)
+        assert ignored.returncode == 0, f"{probe} is not ignored by git"
+
+
+BLOCK_EXTRAS = """
+import importlib.util, runpy, sys
+real = importlib.util.find_spec
+hidden = {"xgrammar", "llguidance", "outlines_core", "matplotlib"}
+importlib.util.find_spec = lambda name, *a: None if name in hidden else real(name, *a)
+sys.path.insert(0, "benchmarks")
+sys.argv = ["engines.py", *sys.argv[1:]]
+runpy.run_path("benchmarks/engines.py", run_name="__main__")
+"""
+
+
+@pytest.mark.slow
+def test_engines_without_the_bench_extra_runs_kor_alone(tmp_path: Path) -> None:
+    out = tmp_path / "engines.json"
+    args = ["--tokenizers", "mistral-sp", "--schemas", "person", "--walks", "1", "--repeats", "1"]
+    done = run(["-c", BLOCK_EXTRAS, *args, "--out", str(out)])
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "note: xgrammar, llguidance, outlines not installed" in done.stdout
+    assert "Traceback" not in done.stderr
+    report = json.loads(out.read_text())
+    assert list(report["versions"]) == ["kor-cli"]
+    [row] = report["tokenizers"]["mistral-sp"]["schemas"]
+    assert list(row["engines"]) == ["kor"] and row["correctness"]["wrong_steps"] == 0

@@ -1,0 +1,82 @@
+"""README figures come from the committed results files (benchmarks/results/*.json)."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "benchmarks" / "results"
+README = (ROOT / "README.md").read_text(encoding="utf-8")
+
+
+def section(title: str) -> str:
+    """The README text under heading `title`, up to the next heading."""
+    start = README.index(title)
+    end = re.search(r"^#{1,3} ", README[start + len(title) :], re.MULTILINE)
+    return README[start : start + len(title) + (end.start() if end else len(README))]
+
+
+def numbers(value: Any) -> list[float]:
+    """Every number in a JSON value."""
+    if isinstance(value, bool):
+        return []
+    if isinstance(value, (int, float)):
+        return [float(value)]
+    if isinstance(value, dict):
+        value = list(value.values())
+    if isinstance(value, list):
+        return [n for item in value for n in numbers(item)]
+    return []
+
+
+def quoted(figure: str, found: list[float]) -> bool:
+    """`figure` as printed (its decimals) matches a number of the results file."""
+    places = len(figure.split(".")[1]) if "." in figure else 0
+    return any(round(n, places) == float(figure) for n in found)
+
+
+def test_batch_throughput_figures_are_in_its_results_file() -> None:
+    text = section("### Batch throughput")
+    found = numbers(json.loads((RESULTS / "batch_throughput.json").read_text()))
+    groups = re.findall(r"((?:\d+(?:\.\d+)? / )+\d+(?:\.\d+)?) records/s", text)
+    assert groups, "no records/s figures in the README's batch section"
+    for group in groups:
+        for figure in group.split(" / "):
+            assert quoted(figure, found), f"README says {figure} records/s; not in the file"
+
+
+def test_decode_mode_passes_are_in_its_results_file() -> None:
+    report = json.loads((RESULTS / "decode_modes.json").read_text())
+    passes = {
+        (mode["mode"], record["schema"].split(".")[0]): record["forward_passes"]
+        for mode in report["modes"]
+        for record in mode["records"]
+    }
+    rows = re.findall(
+        r"^\| (\w+)[^|]* \| (\d+) \| (\d+) / \*\*(\d+)\*\* / (\d+) \|",
+        section("### Extraction: prompt-only"),
+        re.MULTILINE,
+    )
+    assert len(rows) == 4
+    schemas = {"review": "restaurant_review"}
+    for name, _tokens, prompt, constrained, nojump in rows:
+        schema = schemas.get(name, name)
+        assert passes["prompt", schema] == int(prompt)
+        assert passes["constrained", schema] == int(constrained)
+        assert passes["constrained-nojump", schema] == int(nojump)
+
+
+def test_json_schema_suite_counts_are_in_its_results_file() -> None:
+    counts = json.loads((RESULTS / "json_schema_suite.json").read_text())
+    row = next(line for line in README.splitlines() if line.startswith("| **kor-cli** |"))
+    cells = [cell.strip(" *").replace(",", "") for cell in row.split("|")[2:6]]
+    correct = counts["accepted_correctly"] + counts["rejected_correctly"]
+    assert cells == [
+        str(counts["schemas_compiled"]),
+        str(correct),
+        str(counts["false_accepts"]),
+        str(counts["false_rejects"]),
+    ]
