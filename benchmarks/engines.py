@@ -1,6 +1,6 @@
 """kor-cli's grammar engine side by side with XGrammar, llguidance and outlines-core.
 
-One run, same inputs: the five schemas of DESIGN.md §6 (tests/data/grammar_schemas.json,
+One run, same inputs: the five schemas of docs/design.md §7 (tests/data/grammar_schemas.json,
 shared with grammar_masks.py) × the three offline tokenizers (mistral-sp, tekken, qwen with
 151,936 logits). Every engine is set to compact JSON (`,` and `:`, no whitespace, members in
 schema order), so all four should accept the same texts and masks can be compared bit by

@@ -1,6 +1,6 @@
 """Token-mask cost of kor-cli's engine (TokenIndex + GrammarMatcher) on five JSON schemas.
 
-The five schemas of DESIGN.md §6 (tests/data/grammar_schemas.json): flat person, Kor's
+The five schemas of docs/design.md §7 (tests/data/grammar_schemas.json): flat person, Kor's
 review list, weather tool call, nested person (date/email/pattern/nullable/array bounds)
 and OpenAI's recursive UI schema. Per tokenizer (one-off): TokenizerInfo, byte trie and
 string-body tables. Per schema: DFA compile, time to the first mask (a new TokenIndex plus

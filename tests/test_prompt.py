@@ -14,7 +14,7 @@ from kor_cli.schema import Node, Schema, load_schema
 ROOT = Path(__file__).resolve().parent.parent
 DATA = Path(__file__).resolve().parent / "data"
 
-# DESIGN.md §7: what Kor produces for this schema, example and input.
+# docs/design.md §6: what Kor produces for this schema, example and input.
 KOR_REFERENCE = (
     "Your goal is to extract structured information from the user's input that matches the form "
     "described below. When extracting information please make sure it matches the type information "

@@ -1,6 +1,6 @@
 """TokenizerInfo: the exact bytes of every token id, the stop ids and the logits width.
 
-Bytes, not characters (DESIGN.md §4): a token may hold half a UTF-8 character, so each id
+Bytes, not characters (docs/design.md §4): a token may hold half a UTF-8 character, so each id
 gets its raw byte string, read from the tokenizer's vocabulary, never from `decode([id])`.
 
 - Byte-level BPE (GPT-2, Qwen, Tekken, Llama-3): each character of the token string stands
