@@ -41,6 +41,7 @@ from typing import Any
 from kor_cli.errors import GrammarError
 from kor_cli.grammar import json_containers as containers
 from kor_cli.grammar import json_objects as objects
+from kor_cli.grammar import json_scalars as scalars
 from kor_cli.grammar.ast import (
     NOTHING,
     Automaton,
@@ -50,22 +51,11 @@ from kor_cli.grammar.ast import (
     intersect,
     is_nothing,
     literal,
-    seq,
 )
 from kor_cli.grammar.fsm import ByteDFA, compile_ast
 from kor_cli.grammar.json_formats import FORMATS
 from kor_cli.grammar.json_keywords import Collector, Facts, Part
 from kor_cli.grammar.json_location import Location, LocationSpace, reorder
-from kor_cli.grammar.json_numbers import (
-    FRACTIONAL,
-    NUMBER,
-    int_range,
-    integer_bounds,
-    multiple_of,
-    number_range,
-    settled_spellings,
-    value_spellings,
-)
 from kor_cli.grammar.json_refs import Resolver
 from kor_cli.grammar.json_values import (
     BOOLEAN,
@@ -326,8 +316,8 @@ class SchemaCompiler:
                 brackets = "{}" if isinstance(value, dict) else "[]"
                 texts.append(loose_container(brackets, max(self.loose_depth, 1)))
                 continue
-            if not pos and _has_number(value):  # every spelling of its numbers
-                texts.append(self.spelled(reorder(value, loc)))
+            if not pos and scalars.has_number(value):  # every spelling of its numbers
+                texts.append(scalars.spelled(self, reorder(value, loc)))
                 continue
             texts.append(literal(dumps(reorder(value, loc), self.whitespace)))
         node = alt(*texts)
@@ -335,52 +325,13 @@ class SchemaCompiler:
             node = intersect(node, self.union(facts, loc, pos, facts.types))
         return node
 
-    def spelled(self, value: Any) -> Node:
-        """`value`'s text with every spelling of the numbers in it (negative mode)."""
-        if isinstance(value, bool) or not isinstance(value, (int, float, dict, list)):
-            return literal(dumps(value, self.whitespace))
-        if isinstance(value, (int, float)):
-            return value_spellings(value)
-        if isinstance(value, list):
-            return seq(literal("["), *self._joined([self.spelled(v) for v in value]), literal("]"))
-        members = [seq(self.name(k), self.key_sep, self.spelled(v)) for k, v in value.items()]
-        return seq(literal("{"), *self._joined(members), literal("}"))
-
-    def _joined(self, nodes: list[Node]) -> list[Node]:
-        out: list[Node] = []
-        for node in nodes:
-            out += [self.item_sep, node] if out else [node]
-        return out
-
     def number(self, facts: Facts, pos: bool, types: frozenset[str]) -> Node:
         """Numbers within the bounds and steps, in every spelling this mode accepts."""
         key = (tuple(facts.lower), tuple(facts.upper), tuple(facts.multiples), types, pos)
         found = self._numbers.get(key)
         if found is None:
-            found = self._numbers[key] = self._number(facts, pos, types)
+            found = self._numbers[key] = scalars.number(self, facts, pos, types)
         return found
-
-    def _number(self, facts: Facts, pos: bool, types: frozenset[str]) -> Node:
-        lower = max(facts.lower, default=None)
-        upper = min(facts.upper, key=lambda b: (b[0], not b[1]), default=None)
-        if "fraction" not in types:
-            node = int_range(*integer_bounds(lower, upper))
-        else:
-            node = number_range(lower, upper) if lower or upper else NUMBER
-            if "integer" not in types:
-                node = intersect(node, FRACTIONAL)
-        for step, pointer in facts.multiples:
-            try:
-                node = intersect(node, multiple_of(step, self.max_states))
-            except GrammarError as error:
-                if pos:
-                    self.fail("multipleOf", pointer, error.message)
-        plain = not (facts.lower or facts.upper or facts.multiples)
-        # negative mode: every exponent form; `integer` stays digits only
-        scientific = not pos or (plain and {"integer", "fraction"} <= types)
-        if "fraction" in types or not pos:
-            node = settled_spellings(node, scientific)
-        return node
 
     def string(self, facts: Facts, pos: bool) -> Node:
         base = string_node(facts.min_length, facts.max_length)
@@ -473,14 +424,6 @@ def _conditional(holder: Part, sub: Any) -> tuple[Part, list[Part], list[Part]]:
     then = [sub(schema["then"], "then")] if "then" in schema else []
     other = [sub(schema["else"], "else")] if "else" in schema else []
     return sub(schema["if"], "if"), then, other
-
-
-def _has_number(value: Any) -> bool:
-    if isinstance(value, dict):
-        return any(_has_number(v) for v in value.values())
-    if isinstance(value, list):
-        return any(_has_number(v) for v in value)
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 def _others(nodes: list[Node], k: int) -> Node:
