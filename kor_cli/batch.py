@@ -24,8 +24,9 @@ from typing import TYPE_CHECKING, Any
 
 from rich.progress import BarColumn, Progress, TextColumn
 from rich.table import Table
+from rich.text import Text
 
-from kor_cli.console import err_console, info, warn
+from kor_cli.console import err_console, info, plural, warn
 from kor_cli.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_PARTIAL, InputError, UsageError
 from kor_cli.records import (
     STDIN,
@@ -238,7 +239,11 @@ def run_batch(
         seen: Counter[str] = Counter()
         batches = pending_batches(records, tally, options.limit, options.batch_size, seen)
         first = next(batches, None)  # skips what is done; no model load when all is
-        if first is not None:
+        if first is None:
+            from kor_cli.models import locate_model
+
+            locate_model(model)  # nothing to run, but a bad -m is still an error (exit 4)
+        else:
             if scale_out is None:
                 engine = local_engine(schema, model, extract_options, options, device, dtype)
             else:
@@ -387,7 +392,8 @@ def print_summary(tally: Tally, output: str) -> None:
     table = Table(title="kor-cli batch", show_header=False, title_justify="left")
     table.add_column(style="bold")
     table.add_column(justify="right")
-    table.add_row("output", f"{output} ({existing.rows + tally.done} rows)")
+    rows = plural(existing.rows + tally.done, "row")
+    table.add_row("output", Text(f"{output} ({rows})"))  # a path is text, never markup
     if existing.rows:
         table.add_row("already there", f"{existing.rows} (skipped {tally.skipped})")
     table.add_row("extracted now", str(tally.done))
@@ -396,8 +402,7 @@ def print_summary(tally: Tally, output: str) -> None:
         table.add_row("empty", f"{tally.empty} (nothing to extract, this run)")
     failed = f"{existing.failed + tally.failed}"
     if tally.input_errors:
-        plural = "s" if tally.input_errors > 1 else ""
-        failed += f" ({tally.input_errors} input error{plural} this run)"
+        failed += f" ({plural(tally.input_errors, 'input error')} this run)"
     table.add_row("failed", failed)
     if tally.chunked:
         table.add_row("chunked texts", str(tally.chunked))

@@ -8,7 +8,7 @@ import typer
 from rich.console import Console
 
 from kor_cli import cli_options as opts
-from kor_cli.console import emit_json, emit_text, info, run_guarded, warn
+from kor_cli.console import emit_json, emit_text, info, plural, run_guarded, warn
 from kor_cli.errors import EXIT_INVALID, EXIT_OK, InputError, UsageError
 
 EXIT_CODES = """\
@@ -441,14 +441,15 @@ def compare_cmd(
             _stdout_console().print(comparison_table(result))
         errors = result["input_errors"]
         if errors:
-            warn(f"{len(errors)} input errors (not compared), first: {errors[0]['error']}")
+            count = plural(len(errors), "input error")
+            warn(f"{count} (not compared), first: {errors[0]['error']}")
 
     run_guarded(action)
 
 
 def _stdout_console() -> Console:
     """A rich console on stdout, for tables that are a command's result."""
-    return Console(highlight=False)
+    return Console(highlight=False, emoji=False)
 
 
 TRACE_EXIT_CODES = """\

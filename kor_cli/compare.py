@@ -36,7 +36,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 from rich.text import Text
 
-from kor_cli.console import err_console, warn
+from kor_cli.console import err_console, plural, warn
 from kor_cli.errors import InputError, UsageError
 from kor_cli.records import Record, iter_records, resolve_sources
 
@@ -53,6 +53,7 @@ MODES: dict[str, tuple[str, bool]] = {
 }
 DEFAULT_MODES = "prompt,constrained"
 MISSING: Any = object()  # no gold / no (valid) prediction
+KEPT_FAILURES = 200  # failed records listed per mode (the report shows them)
 NOTHING: dict[str, Any] = {}  # Kor's "nothing here", as gold and as an empty prediction
 
 
@@ -197,6 +198,8 @@ class ModeStats:
     forced_tokens: int = 0
     seconds: float = 0.0
     finish_reasons: Counter[str] = field(default_factory=Counter)
+    # per record that failed (invalid, or not its gold record): id, error, predicted, gold
+    failures: list[dict[str, Any]] = field(default_factory=list)
 
     def add(self, row: ExtractResult, gold: Any, root_id: str) -> None:
         """Count one result row; `gold` is MISSING when absent."""
@@ -212,6 +215,7 @@ class ModeStats:
         self.tokens += row.tokens
         self.forward_passes += row.forward_passes
         self.forced_tokens += row.forced_tokens
+        exact = True
         if gold is not MISSING:
             gold = unwrap_gold(gold, root_id)
             pred = MISSING
@@ -226,6 +230,13 @@ class ModeStats:
             self.gold_fields += total
             self.matched_fields += matched
             self.exact_matches += exact
+        if (not row.valid or not exact) and len(self.failures) < KEPT_FAILURES:
+            self.failures.append({
+                "id": row.id,
+                "error": "; ".join(row.errors) or "not the gold record",
+                "predicted": row.data if row.data is not None else row.raw,
+                "gold": None if gold is MISSING else gold,
+            })  # fmt: skip
 
     def to_dict(self) -> dict[str, Any]:
         """Counts plus every metric of METRICS (None where its denominator is 0)."""
@@ -303,6 +314,8 @@ def run_compare(
     first = runners[options.modes[0]].extractor
     _warm_up(first, next(r.text for r in records if r.text is not None))
     golds = [_gold(record, options.gold_key) for record in records]
+    if all(gold is MISSING for gold in golds):
+        warn(f"no gold: accuracy not computed (no record has a '{options.gold_key}' field)")
     stats = {mode: ModeStats(mode) for mode in options.modes}
     input_errors: list[dict[str, Any]] = []
     with _progress(options.modes, len(records)) as advance:
@@ -395,5 +408,6 @@ def comparison_table(report: dict[str, Any]) -> Table:
     table.add_row("records", *(str(stats["records"]) for stats in modes.values()))
     for metric in METRICS:
         table.add_row(metric.label, *(format_metric(stats, metric) for stats in modes.values()))
-    table.caption = f"{report['records']} records, {len(report['input_errors'])} input errors"
+    errors = plural(len(report["input_errors"]), "input error")
+    table.caption = f"{plural(report['records'], 'record')}, {errors}"
     return table

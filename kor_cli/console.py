@@ -18,9 +18,18 @@ from kor_cli.errors import EXIT_INTERRUPTED, KorError
 
 T = TypeVar("T")
 
-err_console = Console(stderr=True, highlight=False, soft_wrap=True)
+# emoji=False: user text such as ':cat:' stays as written (messages also print markup=False,
+# so '[red]' in a file name is text, not a style)
+err_console = Console(stderr=True, highlight=False, soft_wrap=True, emoji=False)
 
 EXIT_INTERNAL = 70
+
+
+def plural(count: int, noun: str) -> str:
+    """'1 record', '2 records', '2 forward passes' (regular English plurals)."""
+    if count == 1:
+        return f"{count} {noun}"
+    return f"{count} {noun}es" if noun.endswith(("s", "x", "sh", "ch")) else f"{count} {noun}s"
 
 
 def emit_json(obj: Any, *, indent: int | None = None) -> None:

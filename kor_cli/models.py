@@ -133,10 +133,9 @@ def hub_load_options(name: str) -> dict[str, Any]:
     return {"local_files_only": True}
 
 
-def load_model(
-    name: str | None, *, device: str = "auto", dtype: str = "auto", local_only: bool = False
-) -> LoadedModel:
-    """Load model + tokenizer from a folder or hub id; raise ModelError on any failure."""
+def locate_model(name: str | None, *, local_only: bool = False) -> tuple[str, bool]:
+    """(source for from_pretrained, is a local folder) for `-m NAME`, without loading
+    anything; ModelError for a path that does not exist or is not a folder."""
     name = resolve_model_name(name)
     path = Path(name).expanduser()
     is_local = path.exists()
@@ -144,7 +143,15 @@ def load_model(
         raise ModelError(f"model path '{name}' does not exist")
     if is_local and not path.is_dir():
         raise ModelError(f"model path '{name}' is not a folder with a transformers model")
-    source = str(path) if is_local else name
+    return (str(path) if is_local else name), is_local
+
+
+def load_model(
+    name: str | None, *, device: str = "auto", dtype: str = "auto", local_only: bool = False
+) -> LoadedModel:
+    """Load model + tokenizer from a folder or hub id; raise ModelError on any failure."""
+    name = resolve_model_name(name)
+    source, is_local = locate_model(name, local_only=local_only)
     hub_options = {} if is_local else hub_load_options(name)
     chosen_device = pick_device(device)
     chosen_dtype = pick_dtype(dtype, chosen_device)

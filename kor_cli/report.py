@@ -4,15 +4,19 @@ bar charts; no scripts, nothing fetched) with the settings, the table and a char
 
 from __future__ import annotations
 
+import json
 from html import escape
 from pathlib import Path
 from typing import Any
 
 from kor_cli.compare import METRICS, Metric, format_metric
+from kor_cli.console import plural
 from kor_cli.errors import UsageError
 
 COLORS = ("#4c78a8", "#f58518", "#54a24b", "#b279a2", "#e45756")
 SHOWN_INPUT_ERRORS = 20
+SHOWN_FAILURES = 50  # per mode
+CELL_CHARS = 300  # predicted / gold JSON beyond this is cut
 _LABEL_W, _BAR_W, _VALUE_W, _BAR_H, _GAP = 150, 300, 120, 20, 6
 
 CSS = """
@@ -29,6 +33,7 @@ dt { font-weight: 600; } dd { margin: 0; }
           gap: 1rem; }
 figure { margin: 0; } figcaption { font-weight: 600; margin-bottom: .3rem; }
 .errors { color: #a00; } small { color: #666; }
+td code { white-space: pre-wrap; word-break: break-word; font-size: 12px; }
 """
 
 
@@ -60,6 +65,7 @@ no field.</small></p>
 <div class="charts">
 {charts}
 </div>
+{_failures(modes)}
 </body>
 </html>
 """
@@ -85,12 +91,41 @@ def _settings(report: dict[str, Any]) -> str:
     items = {
         "model": report["model"],
         "data": ", ".join(report["inputs"]),
-        "records": f"{report['records']} ({len(report['input_errors'])} input errors)",
+        "records": f"{report['records']} ({plural(len(report['input_errors']), 'input error')})",
         "gold field": report["gold_key"],
         "settings": settings,
     }
     rows = "".join(f"<dt>{escape(k)}</dt><dd>{escape(str(v))}</dd>" for k, v in items.items())
     return f"<dl>{rows}</dl>"
+
+
+def _failures(modes: dict[str, dict[str, Any]]) -> str:
+    """Per mode, the records that failed: id, error, what was predicted and the gold."""
+    sections = []
+    for mode, stats in modes.items():
+        failures = stats.get("failures") or []
+        if not failures:
+            continue
+        rows = "".join(
+            f"<tr><td>{escape(str(f['id']))}</td><td>{escape(f['error'])}</td>"
+            f"<td><code>{escape(_short_json(f['predicted']))}</code></td>"
+            f"<td><code>{escape(_short_json(f['gold']))}</code></td></tr>"
+            for f in failures[:SHOWN_FAILURES]
+        )
+        more = len(failures) - SHOWN_FAILURES
+        tail = f"<p><small>… and {more} more in the --json report</small></p>" if more > 0 else ""
+        sections.append(
+            f"<h3>{escape(mode)}: {plural(len(failures), 'failed record')}</h3>\n<table>"
+            f"<tr><th>id</th><th>error</th><th>predicted</th><th>gold</th></tr>{rows}</table>{tail}"
+        )
+    return "<h2>Failed records</h2>\n" + "\n".join(sections) if sections else ""
+
+
+def _short_json(value: Any) -> str:
+    if value is None:
+        return "–"
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    return text if len(text) <= CELL_CHARS else text[: CELL_CHARS - 1] + "…"
 
 
 def _input_errors(errors: list[dict[str, Any]]) -> str:

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from rich.table import Table
 from rich.text import Text
 
+from kor_cli.console import plural
 from kor_cli.constrain import GrammarConstraint
 
 if TYPE_CHECKING:
@@ -124,8 +125,8 @@ def summary(steps: list[TraceStep], decoded: DecodeResult) -> str:
     """One line: tokens split into sampled and forced, passes, finish reason."""
     sampled = sum(step.kind == "sample" for step in steps)
     return (
-        f"{decoded.tokens} tokens = {sampled} sampled + {decoded.forced_tokens} forced, "
-        f"{decoded.forward_passes} forward passes, finish: {decoded.finish_reason}"
+        f"{plural(decoded.tokens, 'token')} = {sampled} sampled + {decoded.forced_tokens} forced, "
+        f"{plural(decoded.forward_passes, 'forward pass')}, finish: {decoded.finish_reason}"
     )
 
 

@@ -147,8 +147,8 @@ def test_cli_table_and_input_errors(tiny_model_dir: str, data_file: Path) -> Non
     for word in ("parse rate", "schema-valid rate", "field accuracy", "passes / record"):
         assert word in out
     assert "prompt" in out and "constrained" in out
-    assert "4 records, 1 input errors" in out
-    assert "1 input errors" in err and "line 2: malformed JSON" in err
+    assert "4 records, 1 input error " in out
+    assert "1 input error (not compared)" in err and "line 2: malformed JSON" in err
 
 
 def test_cli_json_and_html_report(tiny_model_dir: str, data_file: Path, tmp_path: Path) -> None:
