@@ -34,6 +34,7 @@ DEPTH = 2  # batches queued on one worker: the next one is ready when one ends
 WINDOW = 4  # batches per worker between the oldest unwritten and the newest sent
 MAX_ATTEMPTS = 3  # workers a batch may see die while running it
 POLL_SECONDS = 0.2  # how often the driver wakes (Ctrl-C is handled between waits)
+PLACE_SECONDS = 120  # workers not loaded by then: say what is being waited for
 
 ACTOR_PREFIX = "kor-cli-worker-"  # actor names: prefix, run id, worker number
 
@@ -111,9 +112,17 @@ class WorkerPool:
         self.sent: dict[Any, tuple[int, _Slot]] = {}  # run() ref → (batch number, actor)
         for _ in range(plan.workers):
             self._start()
-        warned = False
+        warned = waited = False
         while self.starting:  # every worker loaded: load errors surface before any row
-            done, _ = ray.wait(list(self.starting), num_returns=1)
+            done, _ = ray.wait(list(self.starting), num_returns=1, timeout=PLACE_SECONDS)
+            if not done:
+                if not waited:
+                    warn(
+                        f"still waiting for Ray to start {len(self.starting)} worker(s) "
+                        "(are other jobs holding the cluster's GPUs or CPUs?)"
+                    )
+                waited = True
+                continue
             warnings = self._started(done[0])
             for message in () if warned else warnings:
                 warn(message)
