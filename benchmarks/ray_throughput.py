@@ -30,19 +30,13 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import ray
-import torch
+from _common import add_out_argument, out_path
 
-from kor_cli.batch import BatchOptions, RowsOf, local_engine
-from kor_cli.decode import SamplingOptions
-from kor_cli.distributed import RayOptions, ray_engine
-from kor_cli.extract import ExtractOptions
-from kor_cli.records import Record, iter_records, resolve_sources
-from kor_cli.schema import load_schema
-from kor_cli.sink import OutputSink
-from kor_cli.testing import build_tiny_model, load_offline_tokenizer
+if TYPE_CHECKING:
+    from kor_cli.batch import RowsOf
+    from kor_cli.records import Record
 
 ROOT = Path(__file__).resolve().parent.parent
 PEOPLE = [
@@ -69,6 +63,8 @@ def batches_of(records: list[Record], size: int) -> Iterator[list[Record]]:
 
 def timed_run(rows_of: RowsOf, records: list[Record], size: int, out: Path) -> float:
     """Seconds for all records through `rows_of`, each batch appended and fsync'd."""
+    from kor_cli.sink import OutputSink
+
     with OutputSink(out, overwrite=True) as sink:
         sink.open()
         started = time.perf_counter()
@@ -79,6 +75,8 @@ def timed_run(rows_of: RowsOf, records: list[Record], size: int, out: Path) -> f
 
 def with_threads(threads: int, run: Callable[[], float]) -> float:
     """`run` with torch on `threads` threads in this process."""
+    import torch
+
     before = torch.get_num_threads()
     torch.set_num_threads(threads)
     try:
@@ -100,10 +98,19 @@ def main() -> None:
     parser.add_argument(
         "--threads", type=int, default=1, help="torch threads per worker and for the baseline"
     )
-    parser.add_argument(
-        "--out", type=Path, default=ROOT / "benchmarks" / "results" / "ray_throughput.json"
-    )
+    add_out_argument(parser, "ray_throughput.json")
     args = parser.parse_args()
+
+    import ray
+    import torch
+
+    from kor_cli.batch import BatchOptions, local_engine
+    from kor_cli.decode import SamplingOptions
+    from kor_cli.distributed import RayOptions, ray_engine
+    from kor_cli.extract import ExtractOptions
+    from kor_cli.records import iter_records, resolve_sources
+    from kor_cli.schema import load_schema
+    from kor_cli.testing import build_tiny_model, load_offline_tokenizer
 
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     os.environ.setdefault("RAY_worker_niceness", "0")  # as `--ray local` (Ray's default: 15)
@@ -191,9 +198,10 @@ def main() -> None:
         "machine": f"{platform.machine()}, {os.cpu_count()} CPUs shared with other jobs",
         "results": rows,
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(report, indent=2) + "\n")
-    print(f"wrote {args.out}")
+    results = out_path(args)
+    results.parent.mkdir(parents=True, exist_ok=True)
+    results.write_text(json.dumps(report, indent=2) + "\n")
+    print(f"wrote {results}")
 
 
 if __name__ == "__main__":

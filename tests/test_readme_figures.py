@@ -80,3 +80,17 @@ def test_json_schema_suite_counts_are_in_its_results_file() -> None:
         str(counts["false_accepts"]),
         str(counts["false_rejects"]),
     ]
+
+
+def test_ray_figures_are_in_its_results_file() -> None:
+    text = section("### Ray: `kor-cli batch --ray`")
+    report = json.loads((RESULTS / "ray_throughput.json").read_text())
+    rows = re.findall(r"^\| (\d+) \| ([\d.]+) \| ([\d.]+) \| \*\*(-?\d+)%", text, re.MULTILINE)
+    rows += re.findall(r"^\| (\d+) \| ([\d.]+) \| ([\d.]+) \| (-?\d+)%", text, re.MULTILINE)
+    assert len(rows) == len(report["results"]) == 2
+    by_workers = {row["workers"]: row for row in report["results"]}
+    for workers, ray_rate, single_rate, overhead in rows:
+        row = by_workers[int(workers)]
+        assert quoted(ray_rate, [row["ray_records_per_second"]])
+        assert quoted(single_rate, [row["single_records_per_second"]])
+        assert quoted(overhead, [row["ray_overhead_percent"]])
