@@ -1,142 +1,300 @@
-"""Records per second of `kor-cli batch` at batch sizes 1, 4 and 8.
+"""Decode throughput: records/s and tokens/s by batch size, prompt vs constrained, eager vs
+CUDA graphs, on random Qwen2-shaped weights with the real Qwen tokenizer.
 
-`batch`: the batch loop itself (plan → extract → merge → append + fsync, the same
-`process_batch` and `OutputSink` that `kor-cli batch` uses) on synthetic person records,
-with the model loaded once and one warm-up batch first. `decoder`: the same prompts
-through `Decoder.generate_batch` alone, i.e. what batched generation gives when the
-extraction seam (`kor_cli.batch.extract_batch`) uses it. Without `--model` it builds the
-tiny random-weight test model (mistral-sp tokenizer), so it runs offline anywhere.
+Records are synthetic person texts behind the person schema's Kor prompt (same prompt
+layout `kor-cli extract` uses); the model is oracle-steered (benchmarks/oracle.py) to
+write each record's gold JSON, so every mode decodes the same records to the end. All
+records go through `Decoder.generate_batch` with `--sizes` rows in flight (continuous
+batching where the backend refills slots). Also reported: ms per forward pass at batch 1
+(the loop's per-pass overhead on small shapes) and the grammar's share of wall time.
 
-    python benchmarks/batch_throughput.py [--model DIR] [--records 32] [--max-tokens 32]
+No pydantic and no schema loader on this path (the GPU box has neither), so the prompt
+and JSON Schema are written out below.
 
-Writes benchmarks/results/batch_throughput.json and prints a table.
+    python benchmarks/batch_throughput.py --shape tiny --sizes 1,8 --out FILE.json
+    python benchmarks/batch_throughput.py --shape 0.5b --device cuda --sizes 1,8,32,64 \\
+        --compile both --out benchmarks/results/batch_throughput_h200.json
+
+Prints a table; writes JSON only with --out.
 """
 
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 import platform
 import statistics
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 import torch
+from oracle import Oracle, OracleDecoder
 
-from kor_cli.batch import BatchOptions, Planner, model_context, process_batch
+from kor_cli.constrain import ConstraintFactory, record_grammar
 from kor_cli.decode import SamplingOptions
-from kor_cli.extract import ExtractOptions, Extractor
-from kor_cli.models import load_model
-from kor_cli.records import Record
-from kor_cli.schema import load_schema
-from kor_cli.sink import OutputSink
-from kor_cli.testing import build_tiny_model, load_offline_tokenizer
+from kor_cli.grammar.vocab import TokenizerInfo
+from kor_cli.models import LoadedModel
+from kor_cli.testing import QWEN_LOGITS_WIDTH, load_offline_tokenizer
 
-ROOT = Path(__file__).resolve().parent.parent
-RESULTS = ROOT / "benchmarks" / "results" / "batch_throughput.json"
-NAMES = ["Ann Lee", "Bob Stone", "Cara Diaz", "Dev Patel", "Eve Moreau", "Femi Ade"]
-CITIES = ["Leeds", "Paris", "Lagos", "Pune", "Quito", "Oslo"]
+SHAPES: dict[str, dict[str, Any]] = {
+    "tiny": dict(hidden_size=128, intermediate_size=256, num_hidden_layers=2,
+                 num_attention_heads=4, num_key_value_heads=2, tie_word_embeddings=True),
+    "0.5b": dict(hidden_size=896, intermediate_size=4864, num_hidden_layers=24,
+                 num_attention_heads=14, num_key_value_heads=2, tie_word_embeddings=True),
+    "7b": dict(hidden_size=3584, intermediate_size=18944, num_hidden_layers=28,
+               num_attention_heads=28, num_key_value_heads=4, tie_word_embeddings=False),
+}  # fmt: skip
+PERSON_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {"person": {
+        "type": "object",
+        "properties": {"name": {"type": "string"},
+                       "age": {"type": "integer", "minimum": 0, "maximum": 150},
+                       "city": {"type": "string"}},
+        "required": ["name", "age", "city"], "additionalProperties": False}},
+    "required": ["person"], "additionalProperties": False,
+}  # fmt: skip
+PROMPT = """Your goal is to extract structured information from the user's input that matches \
+the form described below. When extracting information please make sure it matches the type \
+information exactly. Do not add any attributes that do not appear in the schema shown below.
+
+```TypeScript
+
+person: { // A person mentioned in the text
+ name: string // The person's full name
+ age: number // Age in years
+ city: string // The city where the person lives
+}
+```
 
 
-def synthetic_records(count: int) -> list[Record]:
-    return [
-        Record(
-            id=i,
-            source="<benchmark>",
-            line=i + 1,
-            text=f"{NAMES[i % 6]} is {20 + i % 50} years old and lives in {CITIES[i % 6]}.",
-        )
-        for i in range(count)
-    ]
+Please output the extracted information in JSON format. Do not output anything except for \
+the extracted information. Do not add any clarifying information. Do not add any fields that \
+are not in the schema. If the text contains attributes that do not appear in the schema, \
+please ignore them. All output must be in JSON format and follow the schema specified above. \
+Wrap the JSON in <json> tags.
 
 
-def measure(
-    extractor: Extractor, planner: Planner, records: list[Record], size: int, folder: Path
-) -> float:
-    """Seconds to run all records through the batch loop at batch size `size`."""
-    options = BatchOptions(inputs=(), output=str(folder / "out.jsonl"), batch_size=size)
-    with OutputSink(options.output, overwrite=True) as sink:
-        sink.open()
+
+Input: Bob Smith is 42 and lives in Leeds.
+Output: <json>{"person": {"name": "Bob Smith", "age": 42, "city": "Leeds"}}</json>
+Input: Hello! Ada Lovelace here, 36, writing to you from London.
+Output: <json>{"person": {"name": "Ada Lovelace", "age": 36, "city": "London"}}</json>
+Input: The weather in Paris is lovely today.
+Output: <json>{}</json>
+Input: {text}
+Output:"""
+NAMES = ["Ann Lee", "Bob Stone", "Cara Diaz-Moreno", "Dev Patel", "Eve Moreau", "Femi Ade"]
+CITIES = ["Leeds", "Paris", "Lagos", "Pune", "San Francisco de Quito", "Oslo"]
+FILLER = ["", " She likes tea.", " He has two cats and a very old bicycle.", ""]
+
+
+def records(count: int) -> list[tuple[str, bytes]]:
+    """(text, gold output) pairs of unequal lengths."""
+    out = []
+    for i in range(count):
+        name, city, age = NAMES[i % 6], CITIES[(i * 5) % 6], 20 + (i * 7) % 50
+        text = f"{name} is {age} years old and lives in {city}.{FILLER[i % 4]}"
+        record = {"person": {"name": name, "age": age, "city": city}}
+        out.append((text, (" <json>" + json.dumps(record) + "</json>").encode()))
+    return out
+
+
+def build_model(shape: str, device: torch.device) -> LoadedModel:
+    """Random Qwen2-shaped weights (bf16 on CUDA, fp32 on CPU) behind the Qwen tokenizer."""
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    tokenizer = load_offline_tokenizer("qwen")
+    dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
+    vocab = 152_064 if shape == "7b" else QWEN_LOGITS_WIDTH
+    config = Qwen2Config(
+        vocab_size=vocab,
+        max_position_embeddings=32768,
+        rope_theta=1e6,
+        eos_token_id=tokenizer.eos_token_id,
+        **SHAPES[shape],
+    )
+    torch.manual_seed(0)
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(dtype)
+    try:
+        with torch.device(device):
+            model = Qwen2ForCausalLM(config)
+    finally:
+        torch.set_default_dtype(previous)
+    model.eval()
+    return LoadedModel(
+        name=f"random Qwen2 {shape}",
+        model=model,
+        tokenizer=tokenizer,
+        device=device,
+        stop_ids=(tokenizer.eos_token_id,),
+        vocab_size=vocab,
+    )
+
+
+def make_decoder(loaded: LoadedModel, oracle: Oracle, graphs: bool) -> Any:
+    try:
+        from kor_cli.backends.transformers import TransformersBackend
+    except ImportError:  # an older kor-cli without the backend seam (baselines)
+        return OracleDecoder(loaded, oracle)
+    return OracleDecoder(TransformersBackend(loaded, compile=graphs), oracle)
+
+
+def run(
+    decoder: Any,
+    prompts: list[list[int]],
+    factory: Any,
+    size: int,
+    max_tokens: int,
+    clock: list[float],
+) -> tuple[float, list[Any]]:
+    """Wall seconds (oracle excluded) and results for all prompts at `size` in flight."""
+    sampling = SamplingOptions(max_new_tokens=max_tokens)
+    constraints = None if factory is None else [Timed(factory.new(), clock) for _ in prompts]
+    decoder.oracle.seconds = 0.0
+    if "slots" in inspect.signature(decoder.generate_batch).parameters:
         started = time.perf_counter()
-        for start in range(0, len(records), size):
-            sink.write(process_batch(records[start : start + size], extractor, planner, options))
-        return time.perf_counter() - started
-
-
-def measure_decoder(extractor: Extractor, records: list[Record], size: int) -> float:
-    """Seconds to generate for all records' prompts with batched decoding alone."""
-    prompts = [extractor.prompt_ids(str(record.text)) for record in records]
-    started = time.perf_counter()
-    for start in range(0, len(prompts), size):
-        extractor.decoder.generate_batch(
-            prompts[start : start + size], extractor.options.sampling, stop_strings=("</json>",)
+        results = decoder.generate_batch(
+            prompts, sampling, stop_strings=("</json>",), constraints=constraints, slots=size
         )
-    return time.perf_counter() - started
+    else:  # older loop: fixed batches
+        results, started = [], time.perf_counter()
+        for start in range(0, len(prompts), size):
+            decoder.offset = start
+            part = None if constraints is None else constraints[start : start + size]
+            results += decoder.generate_batch(
+                prompts[start : start + size], sampling, stop_strings=("</json>",), constraints=part
+            )
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+    return time.perf_counter() - started - decoder.oracle.seconds, results
+
+
+class Timed:
+    """Wraps a constraint and adds the seconds spent in grammar calls to `clock[0]`."""
+
+    def __init__(self, inner: Any, clock: list[float]) -> None:
+        self.inner, self.clock = inner, clock
+
+    def _timed(self, name: str, *args: Any) -> Any:
+        started = time.perf_counter()
+        out = getattr(self.inner, name)(*args)
+        self.clock[0] += time.perf_counter() - started
+        return out
+
+    def mask(self, device: Any) -> Any:
+        return self._timed("mask", device)
+
+    def packed_mask(self) -> Any:
+        return self._timed("packed_mask")
+
+    def allowed_ids(self, device: Any) -> Any:
+        return self._timed("allowed_ids", device)
+
+    def advance(self, token_id: int) -> None:
+        self._timed("advance", token_id)
+
+    def forced_tokens(self, limit: int) -> list[int]:
+        return self._timed("forced_tokens", limit)  # type: ignore[no-any-return]
+
+    @property
+    def finished(self) -> bool:
+        return bool(self.inner.finished)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model", help="model folder or hub id (default: the tiny test model)")
-    parser.add_argument("--schema", default=str(ROOT / "schemas" / "person.yaml"))
-    parser.add_argument("--records", type=int, default=32)
-    parser.add_argument("--max-tokens", type=int, default=32)
-    parser.add_argument("--repeats", type=int, default=5, help="runs per size; the median counts")
-    parser.add_argument("--sizes", default="1,4,8")
+    parser.add_argument("--shape", choices=sorted(SHAPES), default="tiny")
+    parser.add_argument("--device", default="cpu", help="cpu | cuda | cuda:N")
+    parser.add_argument("--sizes", default="1,8", help="rows in flight, comma-separated")
+    parser.add_argument("--records", type=int, default=16, help="records per run")
+    parser.add_argument("--modes", default="prompt,constrained")
+    parser.add_argument(
+        "--compile",
+        choices=("off", "on", "both"),
+        default="off",
+        help="CUDA graphs for one-token steps (CUDA only)",
+    )
+    parser.add_argument("--repeats", type=int, default=3, help="runs per cell; the median counts")
+    parser.add_argument("--threads", type=int, default=0, help="torch threads (0: leave as is)")
+    parser.add_argument("--max-tokens", type=int, default=64)
+    parser.add_argument("--out", help="write the JSON results here")
     args = parser.parse_args()
-
-    with tempfile.TemporaryDirectory(prefix="kor-bench-") as tmp:
-        folder = Path(tmp)
-        model_name = args.model or str(
-            build_tiny_model(load_offline_tokenizer("mistral-sp"), folder / "tiny")
-        )
-        loaded = load_model(model_name)
-        options = ExtractOptions(
-            mode="prompt", sampling=SamplingOptions(max_new_tokens=args.max_tokens), chat=False
-        )
-        extractor = Extractor(load_schema(args.schema), loaded, options)
-        planner = Planner(extractor, model_context(loaded), None)
-        records = synthetic_records(args.records)
-        measure(extractor, planner, records[:8], 8, folder)  # warm-up
-        sizes = [int(s) for s in args.sizes.split(",")]
-        runs: dict[tuple[str, int], list[float]] = {}
-        for _ in range(args.repeats):  # interleaved, so load from elsewhere hits every size
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    device = torch.device(args.device)
+    loaded = build_model(args.shape, device)
+    info = TokenizerInfo.from_hf(loaded.tokenizer, vocab_size=loaded.vocab_size)
+    loaded.extras["tokenizer_info"] = info
+    oracle = Oracle(info.token_bytes, loaded.stop_ids[0])
+    data = records(args.records)
+    oracle.gold = [gold for _, gold in data]
+    encode = loaded.tokenizer
+    prompts = [list(encode(PROMPT.replace("{text}", text))["input_ids"]) for text, _ in data]
+    factory = ConstraintFactory(loaded, record_grammar(PERSON_SCHEMA))
+    sizes = [int(s) for s in args.sizes.split(",")]
+    compiles = {"off": [False], "on": [True], "both": [False, True]}[args.compile]
+    rows: list[dict[str, Any]] = []
+    for graphs in compiles:
+        decoder = make_decoder(loaded, oracle, graphs)
+        for mode in args.modes.split(","):
+            chosen = factory if mode == "constrained" else None
+            run(decoder, prompts[: max(sizes)], chosen, max(sizes), args.max_tokens, [0.0])
             for size in sizes:
-                batch_seconds = measure(extractor, planner, records, size, folder)
-                runs.setdefault(("batch", size), []).append(batch_seconds)
-                runs.setdefault(("decoder", size), []).append(
-                    measure_decoder(extractor, records, size)
+                walls, shares, results = [], [], []
+                for _ in range(args.repeats):
+                    clock = [0.0]
+                    wall, results = run(decoder, prompts, chosen, size, args.max_tokens, clock)
+                    walls.append(wall)
+                    shares.append(clock[0] / wall)
+                wall = statistics.median(walls)
+                passes = sum(r.forward_passes for r in results)
+                tokens = sum(r.tokens for r in results)
+                valid = sum(
+                    r.text.strip() == gold.decode().strip()
+                    for r, (_, gold) in zip(results, data, strict=True)
                 )
-        rows: list[dict[str, Any]] = []
-        for size in sizes:
-            row: dict[str, Any] = {"batch_size": size}
-            for kind in ("batch", "decoder"):
-                row[f"{kind}_records_per_second"] = round(
-                    len(records) / statistics.median(runs[kind, size]), 2
+                row = {
+                    "graphs": graphs,
+                    "mode": mode,
+                    "batch_size": size,
+                    "records_per_second": round(len(data) / wall, 3),
+                    "tokens_per_second": round(tokens / wall, 1),
+                    "row_passes": passes,
+                    "tokens": tokens,
+                    "gold_records": valid,
+                    "grammar_share": round(statistics.median(shares), 4),
+                }
+                if size == 1:
+                    row["ms_per_pass"] = round(1e3 * wall / passes, 3)
+                rows.append(row)
+                print(
+                    f"{'graphs' if graphs else 'eager':<7}{mode:<12}batch {size:>3}: "
+                    f"{row['records_per_second']:8.2f} rec/s {row['tokens_per_second']:9.1f} "
+                    f"tok/s  passes {passes:>5}  gold {valid}/{len(data)}  grammar "
+                    f"{100 * row['grammar_share']:.1f}%"
+                    + (f"  {row['ms_per_pass']:.2f} ms/pass" if size == 1 else "")
                 )
-            rows.append(row)
-            print(
-                f"batch size {size:>2}: batch {row['batch_records_per_second']:7.2f} records/s,"
-                f" decoder alone {row['decoder_records_per_second']:7.2f} records/s"
-            )
-
-    report = {
-        "model": args.model or "tiny random-weight Llama (hidden 64, 2 layers, mistral-sp 32k)",
-        "schema": Path(args.schema).name,
-        "mode": "prompt",
-        "records": args.records,
-        "max_tokens": args.max_tokens,
-        "repeats": args.repeats,
-        "device": str(loaded.device),
-        "batched_extraction": hasattr(Extractor, "extract_batch"),
-        "torch": torch.__version__,
-        "machine": f"{platform.machine()}, {torch.get_num_threads()} torch threads",
-        "results": rows,
-    }
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps(report, indent=2) + "\n")
-    print(f"wrote {RESULTS.relative_to(ROOT)}")
+    if args.out:
+        name = torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor()
+        report = {
+            "shape": args.shape,
+            "device": str(device),
+            "device_name": name or "cpu",
+            "torch": torch.__version__,
+            "threads": torch.get_num_threads(),
+            "records": len(data),
+            "max_tokens": args.max_tokens,
+            "repeats": args.repeats,
+            "machine": f"{platform.machine()}, shared" if device.type == "cpu" else "",
+            "results": rows,
+        }
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.out).write_text(json.dumps(report, indent=2) + "\n")
+        print(f"wrote {args.out}")
 
 
 if __name__ == "__main__":

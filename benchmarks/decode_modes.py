@@ -12,9 +12,9 @@ token acceptance, jump-forward). The oracle's own bookkeeping is timed and exclu
 Also measured: the selective LM head break-even (full projection vs projecting only K
 allowed rows) on this model's head and on a Qwen2.5-0.5B-shaped head (151,936 × 896).
 
-    python benchmarks/decode_modes.py [--hidden 512] [--layers 4] [--repeat 3]
+    python benchmarks/decode_modes.py [--hidden 512] [--layers 4] [--repeat 3] [--out FILE]
 
-Writes benchmarks/results/decode_modes.json and prints tables. CPU by default.
+Prints tables; writes JSON only with --out (benchmarks/results/decode_modes.json). CPU.
 """
 
 from __future__ import annotations
@@ -29,8 +29,9 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from oracle import Oracle, OracleDecoder
 
-from kor_cli.decode import Decoder, SamplingOptions
+from kor_cli.decode import SamplingOptions
 from kor_cli.extract import ExtractOptions, Extractor
 from kor_cli.grammar.vocab import TokenizerInfo
 from kor_cli.models import load_model
@@ -62,47 +63,6 @@ CASES: list[tuple[str, str, dict[str, Any]]] = [
 ]
 
 
-class Oracle:
-    """Longest vocabulary token continuing each row's gold bytes (stop when done)."""
-
-    BONUS = 1e4
-
-    def __init__(self, info: TokenizerInfo, stop_id: int) -> None:
-        self.token_bytes = info.token_bytes
-        self.by_bytes: dict[bytes, int] = {}
-        for token_id, raw in enumerate(info.token_bytes):
-            if raw:
-                self.by_bytes.setdefault(raw, token_id)
-        self.stop_id = stop_id
-        self.gold: list[bytes] = []
-        self.seconds = 0.0
-
-    def next_token(self, gold: bytes, done: bytes) -> int:
-        rest = gold[len(done) :] if gold.startswith(done) else b""
-        for end in range(min(len(rest), 48), 0, -1):
-            token_id = self.by_bytes.get(rest[:end])
-            if token_id is not None:
-                return token_id
-        return self.stop_id
-
-
-class OracleDecoder(Decoder):
-    """The real decode loop with oracle bonuses added after masking (timed separately)."""
-
-    def __init__(self, loaded: Any, oracle: Oracle, **kwargs: Any) -> None:
-        super().__init__(loaded, **kwargs)
-        self.oracle = oracle
-
-    def _logits(self, rows: list[Any], states: Any) -> Any:
-        logits = super()._logits(rows, states)
-        started = time.perf_counter()
-        for index, row in enumerate(rows):
-            done = b"".join(self.oracle.token_bytes[t] or b"" for t in row.output)
-            logits[index, self.oracle.next_token(self.oracle.gold[index], done)] += Oracle.BONUS
-        self.oracle.seconds += time.perf_counter() - started
-        return logits
-
-
 class TimedConstraint:
     """Wraps a constraint and accumulates the seconds spent in grammar calls."""
 
@@ -117,6 +77,9 @@ class TimedConstraint:
 
     def mask(self, device: Any) -> Any:
         return self._timed("mask", device)
+
+    def packed_mask(self) -> Any:
+        return self._timed("packed_mask")
 
     def allowed_ids(self, device: Any) -> Any:
         return self._timed("allowed_ids", device)
@@ -217,8 +180,10 @@ def main() -> None:
     parser.add_argument("--hidden", type=int, default=512)
     parser.add_argument("--layers", type=int, default=4)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--threads", type=int, default=2, help="torch threads")
+    parser.add_argument("--out", type=Path, help=f"write the JSON results here (e.g. {RESULTS})")
     args = parser.parse_args()
-    torch.set_num_threads(2)
+    torch.set_num_threads(args.threads)
     tokenizer = load_offline_tokenizer("qwen")
     with tempfile.TemporaryDirectory() as folder:
         build_tiny_model(tokenizer, folder, hidden_size=args.hidden, layers=args.layers,
@@ -226,7 +191,7 @@ def main() -> None:
         loaded = load_model(folder)
         info = TokenizerInfo.from_hf(tokenizer, vocab_size=loaded.vocab_size)
         loaded.extras["tokenizer_info"] = info
-        oracle = Oracle(info, loaded.stop_ids[0])
+        oracle = Oracle(info.token_bytes, loaded.stop_ids[0])
         modes = [run_mode(loaded, oracle, m, args.repeat)
                  for m in ("prompt", "constrained", "constrained-nojump")]
     counts = [16, 64, 256, 1024, 4096, 16384, 65536]
@@ -241,8 +206,9 @@ def main() -> None:
             "qwen2.5-0.5b_shape": head_break_even(896, QWEN_LOGITS_WIDTH, counts, "cpu"),
         },
     }
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n")
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n")
     print_tables(report)
 
 

@@ -205,6 +205,8 @@ def run_batch(
     device: str = "auto",
     dtype: str = "auto",
     scale_out: RayOptions | None = None,
+    threads: int = 0,
+    compile: bool | None = None,
 ) -> int:
     """Run `kor-cli batch` end to end; return the exit code (0, 3 or 130).
 
@@ -245,7 +247,9 @@ def run_batch(
             locate_model(model)  # nothing to run, but a bad -m is still an error (exit 4)
         else:
             if scale_out is None:
-                engine = local_engine(schema, model, extract_options, options, device, dtype)
+                engine = local_engine(
+                    schema, model, extract_options, options, device, dtype, threads, compile
+                )
             else:
                 from kor_cli.distributed import ray_engine
 
@@ -281,13 +285,16 @@ def load_runner(
     *,
     device: str = "auto",
     dtype: str = "auto",
+    threads: int = 0,
+    compile: bool | None = None,
 ) -> Runner:
     """Load the model and build this run's runner (here, or once on each Ray worker)."""
+    from kor_cli.backends import load_backend
     from kor_cli.extract import Extractor
-    from kor_cli.models import load_model
     from kor_cli.runner import Runner
 
-    extractor = Extractor(schema, load_model(model, device=device, dtype=dtype), extract_options)
+    backend = load_backend(model, device=device, dtype=dtype, threads=threads, compile=compile)
+    extractor = Extractor(schema, backend, extract_options)
     return Runner(
         extractor,
         batch_size=options.batch_size,
@@ -304,9 +311,14 @@ def local_engine(
     options: BatchOptions,
     device: str,
     dtype: str,
+    threads: int = 0,
+    compile: bool | None = None,
 ) -> Iterator[RowsOf]:
     """Load the model here and extract the batches in this process."""
-    runner = load_runner(schema, model, extract_options, options, device=device, dtype=dtype)
+    runner = load_runner(
+        schema, model, extract_options, options, device=device, dtype=dtype, threads=threads,
+        compile=compile,
+    )  # fmt: skip
     for message in runner.extractor.warnings:
         warn(message)
 

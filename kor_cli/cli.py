@@ -159,6 +159,8 @@ def extract_cmd(
     chat: bool | None = opts.CHAT,
     device: str = opts.DEVICE,
     dtype: str = opts.DTYPE,
+    threads: int = opts.THREADS,
+    compile: bool | None = opts.COMPILE,
     template: str | None = opts.TEMPLATE,
     input_formatter: str = opts.INPUT_FORMATTER,
     jump: bool = opts.JUMP,
@@ -180,8 +182,8 @@ def extract_cmd(
     """
 
     def action() -> int:
+        from kor_cli.backends import load_backend
         from kor_cli.extract import Extractor
-        from kor_cli.models import load_model
         from kor_cli.schema import load_schema
 
         loaded_schema = load_schema(schema, lenient=lenient, open_objects=open_objects)
@@ -192,8 +194,10 @@ def extract_cmd(
             allow_refusal=allow_refusal, lenient=lenient, open_objects=open_objects,
             allow_empty=allow_empty,
         )
-        loaded_model = load_model(model, device=device, dtype=dtype)
-        extractor = Extractor(loaded_schema, loaded_model, options)
+        backend = load_backend(
+            model, device=device, dtype=dtype, threads=threads, compile=compile
+        )
+        extractor = Extractor(loaded_schema, backend, options)
         for message in extractor.warnings:
             warn(message)
         result = extractor.extract(text)
@@ -227,6 +231,8 @@ def generate_cmd(
     chat: bool | None = opts.CHAT,
     device: str = opts.DEVICE,
     dtype: str = opts.DTYPE,
+    threads: int = opts.THREADS,
+    compile: bool | None = opts.COMPILE,
     jump: bool = opts.JUMP,
 ) -> None:
     """Generate free text constrained by --regex or --choice, with no schema.
@@ -238,17 +244,19 @@ def generate_cmd(
     """
 
     def action() -> int:
+        from kor_cli.backends import load_backend
         from kor_cli.decode import SamplingOptions
         from kor_cli.generate import generate_text, text_grammar
-        from kor_cli.models import load_model
 
         grammar = text_grammar(regex, choice)
         prompt = _stdin_or(prompt_path)
         sampling = SamplingOptions(
             temperature=temperature, top_k=top_k, top_p=top_p, seed=seed, max_new_tokens=max_tokens
         )
-        loaded = load_model(model, device=device, dtype=dtype)
-        result = generate_text(loaded, prompt, grammar, sampling, chat=chat, jump=jump)
+        backend = load_backend(
+            model, device=device, dtype=dtype, threads=threads, compile=compile
+        )
+        result = generate_text(backend, prompt, grammar, sampling, chat=chat, jump=jump)
         emit_json(result.to_dict())
         return EXIT_OK if result.valid else EXIT_INVALID
 
@@ -297,6 +305,8 @@ def batch_cmd(
     chat: bool | None = opts.CHAT,
     device: str = opts.DEVICE,
     dtype: str = opts.DTYPE,
+    threads: int = opts.THREADS,
+    compile: bool | None = opts.COMPILE,
     template: str | None = opts.TEMPLATE,
     input_formatter: str = opts.INPUT_FORMATTER,
     jump: bool = opts.JUMP,
@@ -355,8 +365,9 @@ def batch_cmd(
         elif workers is not None or gpus_per_worker is not None:
             raise UsageError("--workers and --gpus-per-worker need --ray")
         return run_batch(
-            schema, model, options, batch, device=device, dtype=dtype, scale_out=scale_out
-        )
+            schema, model, options, batch, device=device, dtype=dtype, scale_out=scale_out,
+            threads=threads, compile=compile,
+        )  # fmt: skip
 
     raise typer.Exit(run_guarded(action))
 
@@ -397,6 +408,8 @@ def compare_cmd(
     chat: bool | None = opts.CHAT,
     device: str = opts.DEVICE,
     dtype: str = opts.DTYPE,
+    threads: int = opts.THREADS,
+    compile: bool | None = opts.COMPILE,
     template: str | None = opts.TEMPLATE,
     input_formatter: str = opts.INPUT_FORMATTER,
     allow_refusal: bool = opts.ALLOW_REFUSAL,
@@ -432,7 +445,10 @@ def compare_cmd(
             inputs=tuple(inputs), modes=chosen, text_key=text_key, id_key=id_key,
             gold_key=gold_key, batch_size=batch_size, limit=limit,
         )
-        result = run_compare(schema, model, base, options, device=device, dtype=dtype)
+        result = run_compare(
+            schema, model, base, options, device=device, dtype=dtype, threads=threads,
+            compile=compile,
+        )  # fmt: skip
         if report:
             write_report(result, report)
         if as_json:
@@ -471,6 +487,8 @@ def trace_cmd(
     chat: bool | None = opts.CHAT,
     device: str = opts.DEVICE,
     dtype: str = opts.DTYPE,
+    threads: int = opts.THREADS,
+    compile: bool | None = opts.COMPILE,
     template: str | None = opts.TEMPLATE,
     input_formatter: str = opts.INPUT_FORMATTER,
     jump: bool = opts.JUMP,
@@ -490,7 +508,7 @@ def trace_cmd(
     """
 
     def action() -> int:
-        from kor_cli.models import load_model
+        from kor_cli.backends import load_backend
         from kor_cli.schema import load_schema
         from kor_cli.trace import run_trace, summary, trace_table
 
@@ -504,8 +522,10 @@ def trace_cmd(
             lenient=lenient,
             open_objects=open_objects,
         )
-        loaded_model = load_model(model, device=device, dtype=dtype)
-        steps, decoded, warnings = run_trace(loaded_schema, loaded_model, text, options)
+        backend = load_backend(
+            model, device=device, dtype=dtype, threads=threads, compile=compile
+        )
+        steps, decoded, warnings = run_trace(loaded_schema, backend, text, options)
         for message in warnings:
             warn(message)
         if as_json:

@@ -37,6 +37,15 @@ CHAT = typer.Option(
 )
 DEVICE = typer.Option("auto", "--device", help="auto | cpu | cuda | cuda:N.")
 DTYPE = typer.Option("auto", "--dtype", help="auto | float32 | bfloat16 | float16.")
+THREADS = typer.Option(
+    0, "--threads", min=0, help="CPU threads for the model (0 = by model size: 1 for small ones)."
+)
+COMPILE = typer.Option(
+    None,
+    "--compile/--no-compile",
+    help="CUDA graphs for decode steps (default: on for CUDA, falling back to eager if the "
+    "capture fails).",
+)
 TEMPLATE = typer.Option(None, "--template", help="Instruction template file.")
 INPUT_FORMATTER = typer.Option(
     "none", "--input-formatter", help="none | triple_quotes | text_prefix (as in Kor)."

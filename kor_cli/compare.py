@@ -290,13 +290,15 @@ def run_compare(
     *,
     device: str = "auto",
     dtype: str = "auto",
+    threads: int = 0,
+    compile: bool | None = None,
 ) -> dict[str, Any]:
     """Run every mode over the records and return the report (see `kor-cli compare`).
 
     Modes take turns batch by batch, so load changes on a shared machine hit them alike.
     """
+    from kor_cli.backends import load_backend
     from kor_cli.extract import Extractor
-    from kor_cli.models import load_model
     from kor_cli.runner import Runner
     from kor_cli.schema import load_schema
 
@@ -304,10 +306,10 @@ def run_compare(
         raise UsageError("--batch-size must be at least 1")
     schema = load_schema(schema_spec, lenient=base.lenient, open_objects=base.open_objects)
     records = load_records(options)
-    loaded = load_model(model, device=device, dtype=dtype)
+    backend = load_backend(model, device=device, dtype=dtype, threads=threads, compile=compile)
     runners: dict[str, Runner] = {}
     for mode in options.modes:
-        extractor = Extractor(schema, loaded, mode_options(base, mode))
+        extractor = Extractor(schema, backend, mode_options(base, mode))
         runners[mode] = Runner(extractor, batch_size=options.batch_size)
     for message in dict.fromkeys(m for r in runners.values() for m in r.extractor.warnings):
         warn(message)
@@ -337,7 +339,7 @@ def run_compare(
     sampling = base.sampling
     return {
         "schema": schema_spec,
-        "model": loaded.name,
+        "model": backend.loaded.name,
         "inputs": list(options.inputs),
         "records": len(records),
         "input_errors": input_errors,

@@ -92,6 +92,10 @@ class GrammarConstraint:
     def mask(self, device: Any) -> Any:
         return self.matcher.mask_tensor(device)
 
+    def packed_mask(self) -> np.ndarray:
+        """The allowed tokens as packed uint32 words (shared per grammar state)."""
+        return self.matcher.packed_mask()
+
     def allowed_ids(self, device: Any) -> Any:
         """The allowed ids as a long tensor on `device`, cached per state and device."""
         import torch

@@ -1,29 +1,39 @@
-"""The generation loop: KV cache, batching, optional token masking, sampling, stops.
+"""The generation loop: slots, optional token masking, sampling, stops.
 
-Every step runs one forward pass for all active rows of a batch (left-padded prompts,
-attention mask, explicit positions). A `Constraint` per row (the grammar adapter) masks
-the logits before temperature/top-k/top-p and may force tokens (jump-forward); forced
-tokens ride along in the row's next forward pass instead of costing passes of their own.
-Rows whose step is shorter are right-padded with masked positions, so rows finish and
-jump independently. Without constraints this is plain prompt-only decoding.
+The loop drives a `Backend` (kor_cli/backends): up to `slots` requests are in flight; each
+pass feeds every live row its next tokens, and a row that finishes leaves at once — its
+slot takes the next request (continuous batching) when the backend can insert rows. A
+`Constraint` per row (the grammar adapter) masks the logits before temperature/top-k/top-p
+and may force tokens (jump-forward); forced tokens ride along in the row's next forward
+pass instead of costing passes of their own. Masks are packed words `[B, ceil(V/32)]`
+stacked on the host, copied once and applied in one vectorised op. Without constraints
+this is plain prompt-only decoding.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from kor_cli.forward import DEFAULT_SELECTIVE_LIMIT, ModelStep
-from kor_cli.models import LoadedModel
+import numpy as np
+
+from kor_cli.backends import Backend, as_backend
+from kor_cli.backends.head import (
+    DEFAULT_SELECTIVE_LIMIT,
+    SelectiveHead,
+    apply_packed_masks,
+    pack_bool_mask,
+)
 
 
 class Constraint(Protocol):
     """What the decode loop needs from a grammar (see kor_cli/constrain.py)."""
 
     def mask(self, device: Any) -> Any:
-        """Bool tensor [vocab_size] of allowed next tokens."""
+        """Bool tensor [vocab_size] of allowed next tokens (used when the constraint has
+        no `packed_mask() -> uint32 words`, bit i % 32 of word i // 32 for token i)."""
 
     def allowed_ids(self, device: Any) -> Any:
         """Long tensor of the allowed next token ids (for the selective LM head)."""
@@ -70,7 +80,9 @@ class DecodeResult:
 
 @dataclass
 class _Row:
+    index: int  # the request's position in the input
     constraint: Constraint | None
+    started: float = field(default_factory=time.perf_counter)
     output: list[int] = field(default_factory=list)
     finish: str | None = None
     passes: int = 1
@@ -105,17 +117,18 @@ def choose_tokens(logits: Any, options: SamplingOptions, generator: Any) -> list
     return torch.multinomial(probs, 1, generator=generator).squeeze(-1).tolist()
 
 
-class Decoder:
-    """Runs generation on a loaded model, one prompt or a batch of prompts at a time."""
+Request = tuple[list[int], "Constraint | None"]
 
-    def __init__(
-        self, loaded: LoadedModel, selective_limit: int = DEFAULT_SELECTIVE_LIMIT
-    ) -> None:
-        self.loaded = loaded
-        self.step = ModelStep(loaded, selective_limit)
-        tokenizer = loaded.tokenizer
-        pad = getattr(tokenizer, "pad_token_id", None)
-        self.pad_id = pad if pad is not None else (loaded.stop_ids or (0,))[0]
+
+class Decoder:
+    """Runs generation on a backend (or a `LoadedModel`, wrapped in the transformers one)."""
+
+    def __init__(self, backend: Any, selective_limit: int = DEFAULT_SELECTIVE_LIMIT) -> None:
+        self.backend: Backend = as_backend(backend)
+        self.loaded = self.backend.loaded
+        self.step = SelectiveHead(self.backend, selective_limit)
+        self.stop_ids = frozenset(self.loaded.stop_ids)
+        self.words = -(-int(self.loaded.vocab_size) // 32)
 
     def generate(
         self,
@@ -138,45 +151,98 @@ class Decoder:
         stop_strings: tuple[str, ...] = (),
         constraints: list[Constraint | None] | None = None,
         observer: StepObserver | None = None,
+        slots: int | None = None,
     ) -> list[DecodeResult]:
-        """Generate for several prompts at once; rows finish independently."""
+        """Generate for several prompts, up to `slots` (default: all) in flight at once;
+        results in input order."""
+        requests = list(zip(prompts, constraints or [None] * len(prompts), strict=True))
+        results: list[DecodeResult | None] = [None] * len(requests)
+        stream = self.generate_stream(
+            requests, options, slots=slots or len(requests) or 1,
+            stop_strings=stop_strings, observer=observer,
+        )  # fmt: skip
+        for index, result in stream:
+            results[index] = result
+        return [r for r in results if r is not None]
+
+    def generate_stream(
+        self,
+        requests: Iterable[Request],
+        options: SamplingOptions,
+        *,
+        slots: int,
+        stop_strings: tuple[str, ...] = (),
+        observer: StepObserver | None = None,
+    ) -> Iterator[tuple[int, DecodeResult]]:
+        """(input index, result) for each (prompt, constraint) request, as rows finish.
+
+        Up to `slots` rows are in flight; a finished row's slot takes the next request at
+        once (when the backend refills), so no row waits for the slowest of a batch.
+        """
         import torch
 
-        started = time.perf_counter()
-        device = self.loaded.device
-        rows = [_Row(c) for c in (constraints or [None] * len(prompts))]
-        limit = options.max_new_tokens
-        prompts = [p + self._force_at_start(r, limit) for p, r in zip(prompts, rows, strict=True)]
+        backend = self.backend
+        with torch.inference_mode():
+            backend.start(slots, options.max_new_tokens)
         generator = None
         if options.seed is not None:
-            generator = torch.Generator(device=device).manual_seed(options.seed)
-        width = max(len(p) for p in prompts)
-        ids = [[self.pad_id] * (width - len(p)) + p for p in prompts]
-        attention = torch.tensor(
-            [[0] * (width - len(p)) + [1] * len(p) for p in prompts], device=device
-        )
-        positions = (attention.cumsum(-1) - 1).clamp(min=0)
-        next_position = attention.sum(-1)
-        with torch.inference_mode():
-            states, cache = self._forward(ids, attention, positions, None, [width] * len(rows))
-            while True:
-                steps = self._advance_rows(
-                    rows, states, options, generator, stop_strings, started, observer
-                )
-                if all(row.finish for row in rows):
+            generator = torch.Generator(device=self.loaded.device).manual_seed(options.seed)
+        pending = enumerate(requests)
+        free = list(range(slots - 1, -1, -1))
+        live: dict[int, _Row] = {}  # slot -> row
+        inputs: dict[int, list[int]] = {}  # slot -> tokens to feed next
+        exhausted = False
+        while True:
+            new: dict[int, list[int]] = {}
+            while free and not exhausted and (backend.refills or not live):
+                item = next(pending, None)
+                if item is None:
+                    exhausted = True
                     break
-                length = max(len(step) for step in steps)
-                ids = [step + [self.pad_id] * (length - len(step)) for step in steps]
-                real = torch.tensor([len(step) for step in steps], device=device)
-                offsets = torch.arange(length, device=device)
-                step_mask = (offsets[None, :] < real[:, None]).long()
-                attention = torch.cat([attention, step_mask], dim=1)
-                positions = next_position[:, None] + offsets[None, :]
-                next_position = next_position + real
-                states, cache = self._forward(ids, attention, positions, cache, real.tolist())
-                for row, step in zip(rows, steps, strict=True):
-                    row.passes += bool(step)
-        return [self._result(row, stop_strings) for row in rows]
+                index, (prompt, constraint) = item
+                row = _Row(index, constraint)
+                forced = self._force_at_start(row, options.max_new_tokens)
+                if row.finish:
+                    yield index, self._result(row, stop_strings)
+                    continue
+                slot = free.pop()
+                live[slot] = row
+                new[slot] = prompt + forced
+            if not live:
+                return
+            with torch.inference_mode():  # not held across yields
+                order, states = self._forward(new, inputs, live)
+                rows = [live[slot] for slot in order]
+                steps = self._advance_rows(rows, states, options, generator, stop_strings, observer)
+                inputs, done = {}, []
+                for slot, row, step in zip(order, rows, steps, strict=True):
+                    if row.finish:
+                        done.append(slot)
+                    else:
+                        inputs[slot] = step
+                if done:
+                    backend.free(done)
+            for slot in done:
+                row = live.pop(slot)
+                free.append(slot)
+                yield row.index, self._result(row, stop_strings)
+
+    def _forward(
+        self, new: dict[int, list[int]], inputs: dict[int, list[int]], live: dict[int, _Row]
+    ) -> tuple[list[int], Any]:
+        """Prefill new rows and step the others; (slots in state order, states)."""
+        import torch
+
+        order, parts = [], []
+        if new:
+            order += list(new)
+            parts.append(self.backend.prefill(list(new), list(new.values())))
+        if inputs:
+            order += list(inputs)
+            parts.append(self.backend.step(list(inputs), list(inputs.values())))
+            for slot in inputs:
+                live[slot].passes += 1
+        return order, parts[0] if len(parts) == 1 else torch.cat(parts)
 
     @staticmethod
     def _force_at_start(row: _Row, limit: int) -> list[int]:
@@ -190,42 +256,31 @@ class Decoder:
             row.finish = "length"
         return forced
 
-    def _forward(
-        self, ids: list[list[int]], attention: Any, positions: Any, cache: Any, real: list[int]
-    ) -> tuple[Any, Any]:
-        import torch
-
-        input_ids = torch.tensor(ids, dtype=torch.long, device=self.loaded.device)
-        return self.step.run(input_ids, attention, positions, cache, real)
-
     def _logits(self, rows: list[_Row], states: Any) -> Any:
-        """Next-token logits, masked by each active row's grammar."""
-        import torch
-
+        """Next-token logits, masked by each row's grammar (one packed-mask op)."""
         device = states.device
-        allowed: list[Any] | None = []
-        for row in rows:
-            if row.finish:
-                allowed.append(torch.empty(0, dtype=torch.long, device=device))
-            elif row.constraint is None:
-                allowed = None
-                break
-            else:
-                allowed.append(row.constraint.allowed_ids(device))
+        constrained = [row.constraint is not None for row in rows]
+        allowed = None
+        if all(constrained):
+            allowed = [row.constraint.allowed_ids(device) for row in rows]  # type: ignore[union-attr]
         logits = self.step.logits(states, allowed)
-        if any(row.constraint is not None and not row.finish for row in rows):
-            width = logits.shape[-1]
-            masks = [
-                row.constraint.mask(device)[:width]
-                if row.constraint is not None and not row.finish
-                else torch.ones(width, dtype=torch.bool, device=device)
-                for row in rows
-            ]
-            logits = logits.masked_fill(~torch.stack(masks), float("-inf"))
-        finished = [i for i, row in enumerate(rows) if row.finish]
-        if finished:  # their token is ignored; keep them finite so sampling stays defined
-            logits[finished] = 0.0
+        if any(constrained):
+            words = np.full((len(rows), self.words), 0xFFFFFFFF, dtype="<u4")
+            for at, row in enumerate(rows):
+                if row.constraint is not None:
+                    words[at] = self._packed(row.constraint, device)
+            logits = apply_packed_masks(logits, words)
         return logits
+
+    def _packed(self, constraint: Constraint, device: Any) -> np.ndarray:
+        """The constraint's packed mask, `self.words` wide."""
+        packed = getattr(constraint, "packed_mask", None)
+        if packed is None:
+            return pack_bool_mask(constraint.mask(device), self.words)
+        mask = packed()
+        if mask.shape[0] >= self.words:
+            return mask[: self.words]
+        return np.concatenate([mask, np.zeros(self.words - mask.shape[0], dtype="<u4")])
 
     def _advance_rows(
         self,
@@ -234,21 +289,19 @@ class Decoder:
         options: SamplingOptions,
         generator: Any,
         stop_strings: tuple[str, ...],
-        started: float,
         observer: StepObserver | None,
     ) -> list[list[int]]:
-        """Mask, choose and record one token per active row; return each row's next input."""
+        """Mask, choose and record one token per row; return each row's next input."""
         tokens = choose_tokens(self._logits(rows, states), options, generator)
         if observer is not None:
-            full = self.step.logits(states, None)
-            for index, (row, token) in enumerate(zip(rows, tokens, strict=True)):
-                if not row.finish:
-                    observer(index, full[index], token)
+            full = self.step.backend.project(states)
+            for at, (row, token) in enumerate(zip(rows, tokens, strict=True)):
+                observer(row.index, full[at], token)
         steps: list[list[int]] = []
         for row, token in zip(rows, tokens, strict=True):
-            steps.append([] if row.finish else self._take(row, token, options, stop_strings))
-            if row.finish and not row.seconds:
-                row.seconds = time.perf_counter() - started
+            steps.append(self._take(row, token, options, stop_strings))
+            if row.finish:
+                row.seconds = time.perf_counter() - row.started
         return steps
 
     def _take(
@@ -258,7 +311,7 @@ class Decoder:
         constraint = row.constraint
         if constraint is not None:
             constraint.advance(token)
-        if token in self.loaded.stop_ids:
+        if token in self.stop_ids:
             row.finish = "stop"
             return []
         row.output.append(token)

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 from kor_cli.constrain import ConstraintFactory, record_grammar
 from kor_cli.decode import Decoder, DecodeResult, SamplingOptions
 from kor_cli.envelope import DEFAULT_ENVELOPE, Envelope
 from kor_cli.errors import UsageError
-from kor_cli.models import LoadedModel, encode_prompt
+from kor_cli.models import encode_prompt
 from kor_cli.parse import ParseFailure, Reading, read_output
 from kor_cli.prompt import render_prompt
 from kor_cli.result import ExtractResult
@@ -46,14 +47,18 @@ def check_options(options: ExtractOptions) -> None:
 
 
 class Extractor:
-    """Extracts records for one schema with one loaded model (reused across texts)."""
+    """Extracts records for one schema with one model backend (reused across texts).
 
-    def __init__(self, schema: Schema, loaded: LoadedModel, options: ExtractOptions) -> None:
+    `model`: a `Backend` (kor_cli/backends), or a `LoadedModel` for the transformers one.
+    """
+
+    def __init__(self, schema: Schema, model: Any, options: ExtractOptions) -> None:
         check_options(options)
         self.schema = schema
-        self.loaded = loaded
+        self.decoder = Decoder(model)
+        self.backend = self.decoder.backend
+        self.loaded = loaded = self.backend.loaded
         self.options = options
-        self.decoder = Decoder(loaded)
         self.model_class = schema.validator()
         self.allow_empty = allows_empty(schema, options)
         self.constraints: ConstraintFactory | None = None
@@ -85,15 +90,30 @@ class Extractor:
         return self.extract_batch([text])[0]
 
     def extract_batch(self, texts: list[str]) -> list[ExtractResult]:
-        """Extract one record per text with a single batched generation."""
+        """Extract one record per text, all in flight at once; results in input order."""
+        results: list[Any] = [None] * len(texts)
+        for index, result in self.extract_stream(texts, slots=max(len(texts), 1)):
+            results[index] = result
+        return results
+
+    def extract_stream(
+        self, texts: Iterable[str], slots: int
+    ) -> Iterator[tuple[int, ExtractResult]]:
+        """(input index, result) per text as rows finish, `slots` in flight: a finished
+        row's slot takes the next text at once (continuous batching). A runner that writes
+        in input order holds results back until the ones before them are in."""
         factory = self.constraints
-        decoded = self.decoder.generate_batch(
-            [self.prompt_ids(text) for text in texts],
-            self.options.sampling,
-            stop_strings=() if factory else self.options.envelope.stop_strings,
-            constraints=[factory.new() for _ in texts] if factory else None,
+        requests = (
+            (self.prompt_ids(text), factory.new() if factory else None) for text in texts
         )
-        return [self._finish(result) for result in decoded]
+        stream = self.decoder.generate_stream(
+            requests,
+            self.options.sampling,
+            slots=slots,
+            stop_strings=() if factory else self.options.envelope.stop_strings,
+        )
+        for index, decoded in stream:
+            yield index, self._finish(decoded)
 
     def _finish(self, decoded: DecodeResult) -> ExtractResult:
         """Parse and validate one generation into a result."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from kor_cli.backends import Backend
 from kor_cli.constrain import ConstraintFactory
 from kor_cli.decode import Decoder, SamplingOptions
 from kor_cli.errors import UsageError
@@ -43,7 +44,7 @@ def text_grammar(regex: str | None, choices: str | None) -> Grammar:
 
 
 def generate_text(
-    loaded: LoadedModel,
+    model: Backend | LoadedModel,
     prompt: str,
     grammar: Grammar,
     sampling: SamplingOptions,
@@ -52,8 +53,10 @@ def generate_text(
     jump: bool = True,
 ) -> GenerateResult:
     """Generate text for `prompt` that the grammar accepts in full (or report why not)."""
+    decoder = Decoder(model)
+    loaded = decoder.loaded
     constraint = ConstraintFactory(loaded, grammar, jump=jump).new()
-    decoded = Decoder(loaded).generate(
+    decoded = decoder.generate(
         encode_prompt(loaded, prompt, chat=chat), sampling, constraint=constraint
     )
     valid = decoded.finish_reason == "stop" and constraint.matcher.is_accepting

@@ -21,6 +21,7 @@ from kor_cli.console import plural
 from kor_cli.constrain import GrammarConstraint
 
 if TYPE_CHECKING:
+    from kor_cli.backends import Backend
     from kor_cli.decode import DecodeResult
     from kor_cli.extract import ExtractOptions
     from kor_cli.models import LoadedModel
@@ -104,14 +105,14 @@ class TracingConstraint:
 
 
 def run_trace(
-    schema: Schema, loaded: LoadedModel, text: str, options: ExtractOptions
+    schema: Schema, model: Backend | LoadedModel, text: str, options: ExtractOptions
 ) -> tuple[list[TraceStep], DecodeResult, tuple[str, ...]]:
     """Constrained decoding of `text`, traced: (steps, decode result, grammar warnings)."""
     from kor_cli.extract import Extractor
 
-    extractor = Extractor(schema, loaded, replace(options, mode="constrained"))
+    extractor = Extractor(schema, model, replace(options, mode="constrained"))
     assert extractor.constraints is not None  # constrained mode always has a grammar
-    tracer = TracingConstraint(extractor.constraints.new(), loaded.tokenizer)
+    tracer = TracingConstraint(extractor.constraints.new(), extractor.loaded.tokenizer)
     decoded = extractor.decoder.generate_batch(
         [extractor.prompt_ids(text)],
         options.sampling,
