@@ -43,6 +43,8 @@ class ForcedTokenizer:
         self.tokenizer = tokenizer
         self.token_bytes = index.info.token_bytes
         self._by_bytes: dict[bytes, int] | None = None
+        # byte length per token (shared by every constraint of a factory: one pass over V)
+        self.lengths = np.array([len(b) if b else 0 for b in self.token_bytes], dtype=np.int32)
 
     def tokenize(self, data: bytes) -> list[int]:
         text = data.decode("utf-8")
@@ -86,8 +88,7 @@ class GrammarConstraint:
         self.forced = forced
         self.jump = jump
         self.id_cache = {} if id_cache is None else id_cache
-        token_bytes = matcher.index.info.token_bytes
-        self._lengths = np.array([len(b) if b else 0 for b in token_bytes], dtype=np.int32)
+        self._lengths = forced.lengths
 
     def mask(self, device: Any) -> Any:
         return self.matcher.mask_tensor(device)

@@ -91,10 +91,19 @@ class Extractor:
 
     def extract_batch(self, texts: list[str]) -> list[ExtractResult]:
         """Extract one record per text, all in flight at once; results in input order."""
-        results: list[Any] = [None] * len(texts)
-        for index, result in self.extract_stream(texts, slots=max(len(texts), 1)):
-            results[index] = result
-        return results
+        factory = self.constraints
+        decoded = self.decoder.generate_batch(
+            [self.prompt_ids(text) for text in texts],
+            self.options.sampling,
+            stop_strings=self._stop_strings,
+            constraints=[factory.new() for _ in texts] if factory else None,
+        )
+        return [self._finish(result) for result in decoded]
+
+    @property
+    def _stop_strings(self) -> tuple[str, ...]:
+        """Constrained rows end by the grammar alone; prompt-only rows by the envelope."""
+        return () if self.constraints else self.options.envelope.stop_strings
 
     def extract_stream(
         self, texts: Iterable[str], slots: int
@@ -110,7 +119,7 @@ class Extractor:
             requests,
             self.options.sampling,
             slots=slots,
-            stop_strings=() if factory else self.options.envelope.stop_strings,
+            stop_strings=self._stop_strings,
         )
         for index, decoded in stream:
             yield index, self._finish(decoded)

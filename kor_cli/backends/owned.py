@@ -13,7 +13,6 @@ from typing import Any
 import torch
 
 from kor_cli.backends.static_cache import StaticCacheModel
-from kor_cli.console import info
 
 # Multi-token steps wider than this are prefills of long prompts: run in pieces of this
 # width so the attention scores stay small (a piece sees the pieces before it in the cache).
@@ -72,6 +71,8 @@ class OwnedRunner:
             try:
                 return self._graph_step(rows, tokens)
             except RuntimeError as error:  # capture failed: say so once, run eagerly
+                from kor_cli.console import info
+
                 info(f"kor-cli: CUDA graphs failed ({str(error).splitlines()[0]}); eager steps")
                 self.graphs = None
         return self._run(0, rows, tokens)

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from kor_cli.console import info
 from kor_cli.models import LoadedModel
 
 PLAIN_HEAD_TYPES = frozenset({"llama", "mistral", "qwen2", "qwen3"})
@@ -85,5 +84,7 @@ def _want_graphs(loaded: LoadedModel, compile: bool | None) -> bool:
     """CUDA graphs for one-token steps: on by default on CUDA, never elsewhere."""
     on_cuda = getattr(loaded.device, "type", "cpu") == "cuda"
     if compile and not on_cuda:
+        from kor_cli.console import info
+
         info("kor-cli: --compile needs a CUDA device; decoding eagerly")
     return on_cuda and compile is not False

