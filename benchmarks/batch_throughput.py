@@ -21,16 +21,21 @@ Prints a table; writes JSON only with --out.
 from __future__ import annotations
 
 import argparse
+import importlib
 import inspect
 import json
 import platform
+import re
+import shutil
 import statistics
+import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 import torch
-from oracle import Oracle, OracleDecoder
+from oracle import Oracle, OracleDecoder, steered
 
 from kor_cli.constrain import ConstraintFactory, record_grammar
 from kor_cli.decode import SamplingOptions
@@ -136,11 +141,23 @@ def build_model(shape: str, device: torch.device) -> LoadedModel:
 
 
 def make_decoder(loaded: LoadedModel, oracle: Oracle, graphs: bool) -> Any:
-    try:
-        from kor_cli.backends.transformers import TransformersBackend
-    except ImportError:  # an older kor-cli without the backend seam (baselines)
-        return OracleDecoder(loaded, oracle)
+    from kor_cli.backends.transformers import TransformersBackend
+
     return OracleDecoder(TransformersBackend(loaded, compile=graphs), oracle)
+
+
+def baseline_decoder(checkout: str, loaded: LoadedModel, oracle: Oracle) -> Any:
+    """The decode loop of another kor-cli checkout (e.g. an older commit), imported as the
+    package `kor_cli_baseline` so both run in this process on the same model, interleaved."""
+    folder = Path(tempfile.mkdtemp(prefix="kor-baseline-"))
+    target = folder / "kor_cli_baseline"
+    shutil.copytree(Path(checkout) / "kor_cli", target, ignore=shutil.ignore_patterns("resources"))
+    for file in target.rglob("*.py"):
+        text = file.read_text(encoding="utf-8")
+        file.write_text(re.sub(r"\bkor_cli\b", "kor_cli_baseline", text), encoding="utf-8")
+    sys.path.insert(0, str(folder))
+    module = importlib.import_module("kor_cli_baseline.decode")
+    return steered(module.Decoder)(loaded, oracle)
 
 
 def run(
@@ -205,6 +222,39 @@ class Timed:
         return bool(self.inner.finished)
 
 
+def summarise(
+    label: str, mode: str, size: int, runs: list[tuple[float, float, list[Any]]], data: list[Any]
+) -> dict[str, Any]:
+    """One result row (medians over the repeats), printed as it is made."""
+    wall = statistics.median(run[0] for run in runs)
+    results = runs[-1][2]
+    passes = sum(r.forward_passes for r in results)
+    tokens = sum(r.tokens for r in results)
+    gold = sum(
+        r.text.strip() == g.decode().strip() for r, (_, g) in zip(results, data, strict=True)
+    )
+    row = {
+        "variant": label,
+        "mode": mode,
+        "batch_size": size,
+        "records_per_second": round(len(data) / wall, 3),
+        "tokens_per_second": round(tokens / wall, 1),
+        "row_passes": passes,
+        "tokens": tokens,
+        "gold_records": gold,
+        "grammar_share": round(statistics.median(run[1] for run in runs), 4),
+    }
+    if size == 1:
+        row["ms_per_pass"] = round(1e3 * wall / passes, 3)
+    print(
+        f"{label:<9}{mode:<12}batch {size:>3}: {row['records_per_second']:8.2f} rec/s "
+        f"{row['tokens_per_second']:9.1f} tok/s  passes {passes:>5}  gold {gold}/{len(data)}"
+        f"  grammar {100 * row['grammar_share']:.1f}%"
+        + (f"  {row['ms_per_pass']:.2f} ms/pass" if size == 1 else "")
+    )
+    return row
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--shape", choices=sorted(SHAPES), default="tiny")
@@ -221,6 +271,9 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3, help="runs per cell; the median counts")
     parser.add_argument("--threads", type=int, default=0, help="torch threads (0: leave as is)")
     parser.add_argument("--max-tokens", type=int, default=64)
+    parser.add_argument(
+        "--baseline", help="another kor-cli checkout whose decode loop runs alongside (eager)"
+    )
     parser.add_argument("--out", help="write the JSON results here")
     args = parser.parse_args()
     if args.threads:
@@ -237,47 +290,23 @@ def main() -> None:
     factory = ConstraintFactory(loaded, record_grammar(PERSON_SCHEMA))
     sizes = [int(s) for s in args.sizes.split(",")]
     compiles = {"off": [False], "on": [True], "both": [False, True]}[args.compile]
+    variants = [("graphs" if g else "eager", make_decoder(loaded, oracle, g)) for g in compiles]
+    if args.baseline:
+        variants.append(("baseline", baseline_decoder(args.baseline, loaded, oracle)))
     rows: list[dict[str, Any]] = []
-    for graphs in compiles:
-        decoder = make_decoder(loaded, oracle, graphs)
-        for mode in args.modes.split(","):
-            chosen = factory if mode == "constrained" else None
+    for mode in args.modes.split(","):
+        chosen = factory if mode == "constrained" else None
+        for _, decoder in variants:  # warm-up: lazily built masks, captured graphs
             run(decoder, prompts[: max(sizes)], chosen, max(sizes), args.max_tokens, [0.0])
-            for size in sizes:
-                walls, shares, results = [], [], []
-                for _ in range(args.repeats):
+        for size in sizes:
+            cells: dict[str, list[tuple[float, float, list[Any]]]] = {}
+            for _ in range(args.repeats):  # variants take turns: load swings hit them alike
+                for label, decoder in variants:
                     clock = [0.0]
                     wall, results = run(decoder, prompts, chosen, size, args.max_tokens, clock)
-                    walls.append(wall)
-                    shares.append(clock[0] / wall)
-                wall = statistics.median(walls)
-                passes = sum(r.forward_passes for r in results)
-                tokens = sum(r.tokens for r in results)
-                valid = sum(
-                    r.text.strip() == gold.decode().strip()
-                    for r, (_, gold) in zip(results, data, strict=True)
-                )
-                row = {
-                    "graphs": graphs,
-                    "mode": mode,
-                    "batch_size": size,
-                    "records_per_second": round(len(data) / wall, 3),
-                    "tokens_per_second": round(tokens / wall, 1),
-                    "row_passes": passes,
-                    "tokens": tokens,
-                    "gold_records": valid,
-                    "grammar_share": round(statistics.median(shares), 4),
-                }
-                if size == 1:
-                    row["ms_per_pass"] = round(1e3 * wall / passes, 3)
-                rows.append(row)
-                print(
-                    f"{'graphs' if graphs else 'eager':<7}{mode:<12}batch {size:>3}: "
-                    f"{row['records_per_second']:8.2f} rec/s {row['tokens_per_second']:9.1f} "
-                    f"tok/s  passes {passes:>5}  gold {valid}/{len(data)}  grammar "
-                    f"{100 * row['grammar_share']:.1f}%"
-                    + (f"  {row['ms_per_pass']:.2f} ms/pass" if size == 1 else "")
-                )
+                    cells.setdefault(label, []).append((wall, clock[0] / wall, results))
+            for label, runs in cells.items():
+                rows.append(summarise(label, mode, size, runs, data))
     if args.out:
         name = torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor()
         report = {

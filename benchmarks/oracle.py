@@ -39,25 +39,31 @@ class Oracle:
         return self.stop_id
 
 
-class OracleDecoder(Decoder):
-    """The real decode loop with oracle bonuses added after masking (timed separately).
+def steered(base: type) -> type:
+    """`base` (a Decoder class) with oracle bonuses added after masking, timed apart.
 
     A row's gold is `oracle.gold[row.index]`; decoders whose rows carry no index (older
     loops) use the row's position plus `offset`."""
 
-    def __init__(self, backend: Any, oracle: Oracle, **kwargs: Any) -> None:
-        super().__init__(backend, **kwargs)
-        self.oracle = oracle
-        self.offset = 0
+    class Steered(base):  # type: ignore[valid-type,misc]
+        def __init__(self, backend: Any, oracle: Oracle, **kwargs: Any) -> None:
+            super().__init__(backend, **kwargs)
+            self.oracle = oracle
+            self.offset = 0
 
-    def _logits(self, rows: list[Any], states: Any) -> Any:
-        logits = super()._logits(rows, states)
-        started = time.perf_counter()
-        picks = []
-        for position, row in enumerate(rows):
-            index = getattr(row, "index", self.offset + position)
-            done = b"".join(self.oracle.token_bytes[t] or b"" for t in row.output)
-            picks.append(self.oracle.next_token(self.oracle.gold[index], done))
-        logits[range(len(rows)), picks] += Oracle.BONUS
-        self.oracle.seconds += time.perf_counter() - started
-        return logits
+        def _logits(self, rows: list[Any], states: Any) -> Any:
+            logits = super()._logits(rows, states)
+            started = time.perf_counter()
+            picks = []
+            for position, row in enumerate(rows):
+                index = getattr(row, "index", self.offset + position)
+                done = b"".join(self.oracle.token_bytes[t] or b"" for t in row.output)
+                picks.append(self.oracle.next_token(self.oracle.gold[index], done))
+            logits[range(len(rows)), picks] += Oracle.BONUS
+            self.oracle.seconds += time.perf_counter() - started
+            return logits
+
+    return Steered
+
+
+OracleDecoder = steered(Decoder)

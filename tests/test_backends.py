@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from kor_cli.backends import as_backend
-from kor_cli.backends.head import apply_packed_masks, pack_bool_mask
+from kor_cli.backends.head import apply_packed_masks, pack_bool_mask, unpack_on_device
 from kor_cli.backends.static_cache import StaticCacheModel
 from kor_cli.backends.threads import choose_threads
 from kor_cli.backends.transformers import TransformersBackend
@@ -136,6 +136,8 @@ def test_packed_masks_equal_bool_masking() -> None:
     logits = torch.randn(3, vocab)
     expected = logits.masked_fill(~torch.from_numpy(masks), float("-inf"))
     assert torch.equal(apply_packed_masks(logits.clone(), words), expected)
+    unpacked = unpack_on_device(words, vocab, torch.device("cpu"))  # the accelerator way
+    assert torch.equal(unpacked, torch.from_numpy(masks))
 
 
 def test_threads_by_model_size(tiny: LoadedModel) -> None:

@@ -50,17 +50,28 @@ SHIFTS: dict[str, Any] = {}
 
 def apply_packed_masks(logits: Any, words: np.ndarray) -> Any:
     """Set logits of tokens whose bit is 0 to -inf: `words` uint32 [B, ceil(V/32)]
-    (bit i % 32 of word i // 32 for token i), copied once and unpacked on the device."""
+    (bit i % 32 of word i // 32 for token i). On CPU the bits are unpacked by numpy; on an
+    accelerator the packed words are copied once (1/8 of a bool mask) and unpacked there."""
     import torch
 
-    device = logits.device
+    width = logits.shape[-1]
+    if logits.device.type == "cpu":
+        bits = np.unpackbits(words.view(np.uint8), axis=-1, count=width, bitorder="little")
+        return logits.masked_fill_(~torch.from_numpy(bits.view(bool)), float("-inf"))
+    allowed = unpack_on_device(words, width, logits.device)
+    return logits.masked_fill_(~allowed, float("-inf"))
+
+
+def unpack_on_device(words: np.ndarray, width: int, device: Any) -> Any:
+    """Bool [B, width] from packed words, copied once to `device` and unpacked there."""
+    import torch
+
     shifts = SHIFTS.get(str(device))
     if shifts is None:
         shifts = SHIFTS[str(device)] = torch.arange(32, dtype=torch.int32, device=device)
     packed = torch.from_numpy(words.view(np.int32)).to(device, non_blocking=True)
     bits = (packed[:, :, None] >> shifts) & 1
-    allowed = bits.view(packed.shape[0], -1)[:, : logits.shape[-1]].bool()
-    return logits.masked_fill_(~allowed, float("-inf"))
+    return bits.view(packed.shape[0], -1)[:, :width].bool()
 
 
 def pack_bool_mask(mask: Any, words: int) -> np.ndarray:
