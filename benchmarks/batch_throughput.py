@@ -222,6 +222,22 @@ class Timed:
         return bool(self.inner.finished)
 
 
+def full_head_ms(loaded: LoadedModel) -> float:
+    """Median ms of one full LM-head projection for one row (the floor of a prompt-only
+    pass on a small model with a 152k vocabulary), measured after the runs."""
+    head = loaded.model.lm_head
+    state = torch.randn(1, head.weight.shape[1], device=head.weight.device, dtype=head.weight.dtype)
+    times = []
+    with torch.inference_mode():
+        for _ in range(12):
+            started = time.perf_counter()
+            head(state).float()
+            if state.is_cuda:
+                torch.cuda.synchronize()
+            times.append(time.perf_counter() - started)
+    return 1e3 * statistics.median(times[2:])
+
+
 def summarise(
     label: str, mode: str, size: int, runs: list[tuple[float, float, list[Any]]], data: list[Any]
 ) -> dict[str, Any]:
@@ -307,6 +323,8 @@ def main() -> None:
                     cells.setdefault(label, []).append((wall, clock[0] / wall, results))
             for label, runs in cells.items():
                 rows.append(summarise(label, mode, size, runs, data))
+    head_ms = full_head_ms(loaded)
+    print(f"full LM-head projection, one row: {head_ms:.2f} ms (part of every prompt-only pass)")
     if args.out:
         name = torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor()
         report = {
@@ -319,6 +337,7 @@ def main() -> None:
             "max_tokens": args.max_tokens,
             "repeats": args.repeats,
             "machine": f"{platform.machine()}, shared" if device.type == "cpu" else "",
+            "full_head_ms": round(head_ms, 3),
             "results": rows,
         }
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
