@@ -3,8 +3,8 @@
 `extract` prints the outcome fields; `batch` rows lead with the record's identity
 (`id`, `input`, `line`, then the `--keep` fields). A text split into chunks carries
 `chunks` (per chunk: span, validity, finish reason, raw output) and `raw` null. A record
-the model never saw (bad input, too long) has finish_reason "input". See README,
-"Result format".
+the model never saw (bad input, too long) has finish_reason "input"; one that says
+"nothing here" has `empty` true. See README, `kor-cli extract` and `kor-cli batch`.
 """
 
 from __future__ import annotations
