@@ -12,6 +12,7 @@ import pytest
 import torch
 
 from kor_cli.backends import as_backend
+from kor_cli.backends.graphs import StepGraphs, _Captured
 from kor_cli.backends.head import apply_packed_masks, pack_bool_mask, unpack_on_device
 from kor_cli.backends.static_cache import StaticCacheModel
 from kor_cli.backends.threads import choose_threads
@@ -174,3 +175,33 @@ def test_cuda_graph_steps_match_eager_steps(tmp_path: Path) -> None:
         assert (runner.graphs is not None and bool(runner.graphs.captured)) == graphs
     for eager, graphed in zip(*results, strict=True):
         torch.testing.assert_close(graphed, eager, atol=2e-2, rtol=2e-2)
+
+
+class ReplayedGraphs(StepGraphs):
+    """StepGraphs whose 'graph' reruns the captured step eagerly: everything but the CUDA
+    capture itself (static buffers, buckets, lengths, row order) runs on CPU."""
+
+    def _capture(self, bucket: int) -> Any:
+        tokens = torch.zeros((bucket, 1), dtype=torch.long)
+        counts = torch.zeros(bucket, dtype=torch.long)
+        hidden = torch.zeros((bucket, self.model.inner.norm.weight.shape[0]))
+        model = self.model
+
+        class Replay:
+            def replay(self) -> None:
+                hidden.copy_(model.forward(0, tokens, counts, None)[:, 0])
+
+        entry = _Captured(Replay(), tokens, counts, hidden)
+        self.captured[bucket] = entry
+        return entry
+
+
+def test_graph_step_plumbing_matches_eager_decoding(tiny: LoadedModel) -> None:
+    prompts = prompts_for(tiny)
+    options = SamplingOptions(max_new_tokens=9)
+    eager = Decoder(TransformersBackend(tiny)).generate_batch(prompts, options, slots=3)
+    backend = TransformersBackend(tiny)
+    backend.runner.graphs = ReplayedGraphs(backend.runner.model)
+    graphed = Decoder(backend).generate_batch(prompts, options, slots=3)
+    assert [r.token_ids for r in graphed] == [r.token_ids for r in eager]
+    assert 4 in backend.runner.graphs.captured  # three rows in flight replay bucket 4
