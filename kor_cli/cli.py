@@ -42,12 +42,22 @@ SCHEMA_HELP = opts.SCHEMA_HELP
 INPUT_HELP = opts.INPUT_HELP
 
 
-def _stdin_or(path: str) -> str:
+def _stdin_or(path: str, limit: int | None = None) -> str:
     if path == "-" and sys.stdin.isatty():
         raise InputError("no input text: pass a file or pipe text on stdin")
     from kor_cli.inputs import read_text
 
-    return read_text(path)
+    return read_text(path) if limit is None else read_text(path, limit=limit)
+
+
+def _check_fits(text: str, input_path: str, backend: object) -> None:
+    """Refuse a text the model's context cannot hold before it is tokenized."""
+    from kor_cli.inputs import check_fits
+    from kor_cli.runner import model_context
+
+    loaded = getattr(backend, "loaded", backend)
+    source = "<stdin>" if input_path == "-" else input_path
+    check_fits(text, model_context(loaded), source)  # type: ignore[arg-type]
 
 
 def _print_version(value: bool) -> None:
@@ -117,6 +127,7 @@ def schema_show(
 def prompt_cmd(
     schema: str = typer.Argument(..., help=SCHEMA_HELP),
     input_path: str = typer.Argument("-", metavar="[INPUT|-]", help=INPUT_HELP),
+    max_input_bytes: int = opts.MAX_INPUT_BYTES,
     template: str | None = typer.Option(None, "--template", help="Instruction template file."),
     input_formatter: str = typer.Option(
         "none", "--input-formatter", help="none | triple_quotes | text_prefix (as in Kor)."
@@ -136,7 +147,7 @@ def prompt_cmd(
         loaded = load_schema(schema, lenient=lenient, open_objects=open_objects)
         for message in loaded.warnings:
             warn(message)
-        text = _stdin_or(input_path)
+        text = _stdin_or(input_path, max_input_bytes)
         template_text = load_template(template) if template else None
         emit_text(
             render_prompt(loaded, text, template=template_text, input_formatter=input_formatter)
@@ -149,6 +160,7 @@ def prompt_cmd(
 def extract_cmd(
     schema: str = typer.Argument(..., help=SCHEMA_HELP),
     input_path: str = typer.Argument("-", metavar="[INPUT|-]", help=INPUT_HELP),
+    max_input_bytes: int = opts.MAX_INPUT_BYTES,
     model: str | None = opts.MODEL,
     mode: str = opts.MODE,
     max_tokens: int = opts.MAX_TOKENS,
@@ -187,7 +199,7 @@ def extract_cmd(
         from kor_cli.schema import load_schema
 
         loaded_schema = load_schema(schema, lenient=lenient, open_objects=open_objects)
-        text = _stdin_or(input_path)
+        text = _stdin_or(input_path, max_input_bytes)
         options = opts.build_extract_options(
             mode=mode, max_tokens=max_tokens, temperature=temperature, top_k=top_k, top_p=top_p,
             seed=seed, chat=chat, template=template, input_formatter=input_formatter, jump=jump,
@@ -197,6 +209,7 @@ def extract_cmd(
         backend = load_backend(
             model, device=device, dtype=dtype, threads=threads, compile=compile
         )
+        _check_fits(text, input_path, backend)
         extractor = Extractor(loaded_schema, backend, options)
         for message in extractor.warnings:
             warn(message)
@@ -477,6 +490,7 @@ error · 4 model failed to load · 130 interrupted."""
 def trace_cmd(
     schema: str = typer.Argument(..., help=SCHEMA_HELP),
     input_path: str = typer.Argument("-", metavar="[INPUT|-]", help=INPUT_HELP),
+    max_input_bytes: int = opts.MAX_INPUT_BYTES,
     model: str | None = opts.MODEL,
     as_json: bool = typer.Option(False, "--json", help="Print the steps as a JSON list."),
     max_tokens: int = opts.MAX_TOKENS,
@@ -513,7 +527,7 @@ def trace_cmd(
         from kor_cli.trace import run_trace, summary, trace_table
 
         loaded_schema = load_schema(schema, lenient=lenient, open_objects=open_objects)
-        text = _stdin_or(input_path)
+        text = _stdin_or(input_path, max_input_bytes)
         options = opts.build_extract_options(
             mode="constrained", max_tokens=max_tokens, temperature=temperature, top_k=top_k,
             top_p=top_p, seed=seed, chat=chat, template=template,
@@ -525,6 +539,7 @@ def trace_cmd(
         backend = load_backend(
             model, device=device, dtype=dtype, threads=threads, compile=compile
         )
+        _check_fits(text, input_path, backend)
         steps, decoded, warnings = run_trace(loaded_schema, backend, text, options)
         for message in warnings:
             warn(message)

@@ -3,6 +3,8 @@ into `ExtractOptions`. No torch import here."""
 
 from __future__ import annotations
 
+import math
+import re
 from typing import TYPE_CHECKING
 
 import typer
@@ -13,6 +15,13 @@ if TYPE_CHECKING:
 SCHEMA_HELP = "Schema: file.yaml | file.json | path/to/file.py:Class | package.module:Class"
 INPUT_HELP = "Input text file, or '-' for stdin (the default)."
 
+MAX_INPUT_BYTES = typer.Option(
+    8 << 20,
+    "--max-input-bytes",
+    min=1,
+    max=1 << 40,
+    help="Refuse an input text larger than this (it is never read past it).",
+)
 MODEL = typer.Option(
     None,
     "-m",
@@ -27,15 +36,35 @@ MODE = typer.Option(
     help="constrained (masked decoding: output always parses and matches the schema) | "
     "prompt (Kor's approach: ask, parse <json>, validate).",
 )
-MAX_TOKENS = typer.Option(256, "--max-tokens", min=1, help="Most tokens to generate.")
-TEMPERATURE = typer.Option(0.0, "--temperature", min=0.0, help="0 = greedy.")
-TOP_K = typer.Option(0, "--top-k", min=0, help="Sample from the k best (0 = off).")
-TOP_P = typer.Option(1.0, "--top-p", min=0.0, max=1.0, help="Nucleus sampling.")
-SEED = typer.Option(None, "--seed", help="Random seed for sampling.")
+
+
+def _finite(value: float | None) -> float | None:
+    """Parse-time check: NaN and infinities are no setting."""
+    if value is not None and not math.isfinite(value):
+        raise typer.BadParameter(f"{value} is not a finite number")
+    return value
+
+
+def _device(value: str) -> str:
+    """Parse-time check of the device's form (whether it exists is checked before loading)."""
+    if not re.fullmatch(r"auto|cpu|cuda(:\d{1,3})?", value):
+        raise typer.BadParameter(f"{value!r} is not auto, cpu, cuda or cuda:N")
+    return value
+
+
+MAX_TOKENS = typer.Option(
+    256, "--max-tokens", min=1, max=1_000_000, help="Most tokens to generate."
+)
+TEMPERATURE = typer.Option(
+    0.0, "--temperature", min=0.0, max=100.0, callback=_finite, help="0 = greedy."
+)
+TOP_K = typer.Option(0, "--top-k", min=0, max=1 << 31, help="Sample from the k best (0 = off).")
+TOP_P = typer.Option(1.0, "--top-p", min=0.0, max=1.0, callback=_finite, help="Nucleus sampling.")
+SEED = typer.Option(None, "--seed", min=0, max=(1 << 63) - 1, help="Random seed for sampling.")
 CHAT = typer.Option(
     None, "--chat/--no-chat", help="Apply the chat template (default: when the model has one)."
 )
-DEVICE = typer.Option("auto", "--device", help="auto | cpu | cuda | cuda:N.")
+DEVICE = typer.Option("auto", "--device", callback=_device, help="auto | cpu | cuda | cuda:N.")
 DTYPE = typer.Option("auto", "--dtype", help="auto | float32 | bfloat16 | float16.")
 THREADS = typer.Option(
     0, "--threads", min=0, help="CPU threads for the model (0 = by model size: 1 for small ones)."

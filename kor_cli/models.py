@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from kor_cli.errors import ModelError, UsageError
+from kor_cli.reading import load_json, read_limited
 
 MODEL_ENV = "KOR_CLI_MODEL"
 
@@ -51,10 +52,16 @@ def pick_device(device: str = "auto") -> Any:
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     try:
         chosen = torch.device(device)
-    except RuntimeError as error:
+    except (RuntimeError, ValueError, TypeError) as error:
         raise UsageError(f"unknown device {device!r}: {error}") from None
-    if chosen.type == "cuda" and not torch.cuda.is_available():
-        raise UsageError(f"device {device!r} requested but CUDA is not available")
+    if chosen.type not in ("cpu", "cuda"):
+        raise UsageError(f"device {device!r} is not supported; choose auto, cpu, cuda or cuda:N")
+    if chosen.type == "cuda":
+        if not torch.cuda.is_available():
+            raise UsageError(f"device {device!r} requested but CUDA is not available")
+        count = torch.cuda.device_count()
+        if chosen.index is not None and chosen.index >= count:
+            raise UsageError(f"device {device!r} does not exist: this machine has {count} GPU(s)")
     return chosen
 
 
@@ -136,6 +143,8 @@ def hub_load_options(name: str) -> dict[str, Any]:
 def locate_model(name: str | None, *, local_only: bool = False) -> tuple[str, bool]:
     """(source for from_pretrained, is a local folder) for `-m NAME`, without loading
     anything; ModelError for a path that does not exist or is not a folder."""
+    if name is not None and not name.strip():
+        raise UsageError("-m/--model is empty: give a model folder or hub id")
     name = resolve_model_name(name)
     path = Path(name).expanduser()
     is_local = path.exists()
@@ -150,12 +159,17 @@ def load_model(
     name: str | None, *, device: str = "auto", dtype: str = "auto", local_only: bool = False
 ) -> LoadedModel:
     """Load model + tokenizer from a folder or hub id; raise ModelError on any failure."""
-    name = resolve_model_name(name)
     source, is_local = locate_model(name, local_only=local_only)
+    name = resolve_model_name(name)
     hub_options = {} if is_local else hub_load_options(name)
     chosen_device = pick_device(device)
     chosen_dtype = pick_dtype(dtype, chosen_device)
-    try:
+    if is_local:
+        try:
+            check_model_folder(Path(source))
+        except ModelError as error:
+            raise ModelError(f"cannot load model '{name}': {error}") from None
+    try:  # the boundary: whatever a damaged model folder makes transformers raise
         import transformers
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -163,14 +177,14 @@ def load_model(
         transformers.logging.disable_progress_bar()  # 5.x draws one while loading weights
         tokenizer = AutoTokenizer.from_pretrained(source, **hub_options)
         model = AutoModelForCausalLM.from_pretrained(source, dtype=chosen_dtype, **hub_options)
-    except (OSError, ValueError, KeyError, RuntimeError, ImportError) as error:
+        model.to(chosen_device)
+        model.eval()
+        generation_config = getattr(model, "generation_config", None)
+        vocab_size = int(model.get_output_embeddings().weight.shape[0])
+    except Exception as error:  # noqa: BLE001 - every load failure is a model error
         message = str(error).strip()
-        first_line = message.splitlines()[0] if message else type(error).__name__
+        first_line = message.splitlines()[0][:300] if message else type(error).__name__
         raise ModelError(f"cannot load model '{name}': {first_line}") from None
-    model.to(chosen_device)
-    model.eval()
-    generation_config = getattr(model, "generation_config", None)
-    vocab_size = int(model.get_output_embeddings().weight.shape[0])
     return LoadedModel(
         name=name,
         model=model,
@@ -180,6 +194,47 @@ def load_model(
         vocab_size=vocab_size,
         generation_config=generation_config,
     )
+
+
+# config.json sizes and counts that must be positive (a negative one builds a broken model)
+_POSITIVE = (
+    "num_hidden_layers",
+    "hidden_size",
+    "num_attention_heads",
+    "vocab_size",
+    "intermediate_size",
+    "num_key_value_heads",
+    "max_position_embeddings",
+    "n_layer",
+    "n_head",
+    "n_embd",
+    "n_positions",
+    "head_dim",
+)
+
+
+def check_model_folder(path: Path) -> None:
+    """A local model folder needs a config.json holding an object with sane sizes."""
+    config_path = path / "config.json"
+    if not config_path.is_file():
+        raise ModelError(f"{path}: the folder has no config.json")
+    data = read_limited(config_path, error=ModelError, what="model config")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ModelError(f"{config_path}: not UTF-8 text") from None
+    config = load_json(text, str(config_path), error=ModelError)
+    if not isinstance(config, dict):
+        raise ModelError(f"{config_path}: must hold a JSON object, not {type(config).__name__}")
+    for section in (config, config.get("text_config")):
+        if not isinstance(section, dict):
+            continue
+        for key in _POSITIVE:
+            value = section.get(key)
+            if value is not None and (not isinstance(value, int) or value <= 0):
+                raise ModelError(
+                    f"{config_path}: '{key}' must be a positive integer, not {value!r}"
+                )
 
 
 def encode_prompt(loaded: LoadedModel, prompt: str, *, chat: bool | None = None) -> list[int]:

@@ -25,6 +25,7 @@ from typing import Any, Literal, get_args
 
 from kor_cli.envelope import DEFAULT_ENVELOPE, Envelope
 from kor_cli.errors import InputError, UsageError
+from kor_cli.reading import read_limited
 from kor_cli.schema import Example, Schema
 
 InputFormatter = Literal["none", "triple_quotes", "text_prefix"]
@@ -43,11 +44,18 @@ def check_template(template: str, source: str = "template") -> str:
     """Return `template` if it uses Kor's placeholders only, at least one of them (Kor fills
     those a template has: one without {format_instructions} is fine); InputError otherwise."""
     try:
-        fields = {name for _, name, _, _ in string.Formatter().parse(template) if name is not None}
+        parsed = [
+            (name, spec, conversion)
+            for _, name, spec, conversion in string.Formatter().parse(template)
+            if name is not None
+        ]
     except ValueError as error:
         raise InputError(
             f"{source}: bad template ({error}); write literal braces as '{{{{' and '}}}}'"
         ) from None
+    fields = {name for name, _, _ in parsed}
+    if any(spec or conversion for _, spec, conversion in parsed):
+        raise InputError(f"{source}: placeholders take no format spec or conversion (':', '!')")
     if not fields & set(PLACEHOLDERS):
         raise InputError(
             f"{source}: template has neither {{type_description}} nor {{format_instructions}}, "
@@ -66,13 +74,9 @@ def check_template(template: str, source: str = "template") -> str:
 def load_template(path: str | Path) -> str:
     """Read and check an instruction template file (UTF-8)."""
     try:
-        text = Path(path).read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise InputError(f"{path}: template file not found") from None
+        text = read_limited(path, what="template file").decode("utf-8")
     except UnicodeDecodeError:
         raise InputError(f"{path}: template file is not UTF-8 text") from None
-    except OSError as error:
-        raise InputError(f"{path}: cannot read template file: {error.strerror}") from None
     return check_template(text, str(path))
 
 

@@ -9,7 +9,6 @@ Paths that do not exist, or globs that match nothing, are `InputError`s (exit 2)
 from __future__ import annotations
 
 import glob
-import json
 import sys
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -18,6 +17,7 @@ from typing import Any, BinaryIO
 
 from kor_cli.errors import InputError
 from kor_cli.inputs import decode_text
+from kor_cli.reading import MAX_INPUT_BYTES, human_bytes, load_json, read_limited
 
 JSONL_SUFFIXES = (".jsonl", ".ndjson")
 STDIN = "-"
@@ -107,7 +107,7 @@ def count_records(sources: list[Source]) -> int | None:
             continue
         try:
             with open(source.path, "rb") as handle:
-                total += sum(1 for raw in handle if raw.strip())
+                total += sum(1 for _ in record_lines(handle))
         except OSError as error:
             raise InputError(f"{source.path}: cannot read ({error.strerror})") from None
     return total
@@ -137,11 +137,9 @@ def iter_records(
 def _text_file_record(path: str) -> Record:
     record = Record(id=path, source=path, line=None)
     try:
-        text = decode_text(Path(path).read_bytes(), path)
+        text = decode_text(read_limited(path, limit=MAX_INPUT_BYTES, what="input text"), path)
     except InputError as error:
         record.error = f"input: {error}"
-    except OSError as error:
-        record.error = f"input: {path}: cannot read ({error.strerror})"
     else:
         if text.strip():
             record.text = text
@@ -150,11 +148,35 @@ def _text_file_record(path: str) -> Record:
     return record
 
 
+def record_lines(stream: BinaryIO) -> Iterator[tuple[int, bytes | None]]:
+    """(line number, bytes) of every line that becomes a record: not blank, and not the
+    dangling second byte of a UTF-16 file's last newline. A line longer than
+    MAX_INPUT_BYTES comes as None (its bytes are skipped, never held)."""
+    number = 0
+    utf16 = False
+    while True:
+        raw = stream.readline(MAX_INPUT_BYTES + 1)
+        if not raw:
+            return
+        number += 1
+        if number == 1:
+            utf16 = raw.startswith((b"\xff\xfe", b"\xfe\xff"))
+        if len(raw) > MAX_INPUT_BYTES and not raw.endswith(b"\n"):
+            while raw and not raw.endswith(b"\n"):
+                raw = stream.readline(1 << 20)
+            yield number, None
+        elif raw.strip() and not (utf16 and not raw.strip(b"\x00\r\n")):
+            yield number, raw
+
+
 def _jsonl_records(
     stream: BinaryIO, name: str, text_key: str, id_key: str, keep: tuple[str, ...]
 ) -> Iterator[Record]:
-    for number, raw in enumerate(stream, start=1):
-        if raw.strip():
+    for number, raw in record_lines(stream):
+        if raw is None:
+            error = f"input: line {number}: longer than {human_bytes(MAX_INPUT_BYTES)}"
+            yield Record(id=number, source=name, line=number, error=error)
+        else:
             yield parse_jsonl_line(raw, name, number, text_key, id_key, keep)
 
 
@@ -167,15 +189,19 @@ def parse_jsonl_line(
         error = f"input: line {number}: {reason}"
         return Record(id=record_id, source=name, line=number, error=error)
 
+    if raw.startswith((b"\xff\xfe", b"\xfe\xff")):
+        return bad("the file is UTF-16 (convert it to UTF-8)")
+    if raw.startswith(b"\x00"):
+        return bad("starts with a NUL byte (UTF-16 or binary data?)")
     try:
         line = raw.decode("utf-8").removeprefix("\ufeff")
     except UnicodeDecodeError as error:
         byte = raw[error.start]
         return bad(f"not valid UTF-8 (bad byte 0x{byte:02x} at column {error.start + 1})")
     try:
-        obj = json.loads(line)
-    except json.JSONDecodeError as error:
-        return bad(f"malformed JSON: {error.msg} at column {error.colno}")
+        obj = load_json(line, "")
+    except InputError as error:
+        return bad(str(error))
     if not isinstance(obj, dict):
         return bad(f"expected a JSON object, got {_json_type(obj)}")
     record_id: Any = obj.get(id_key, number)
@@ -189,20 +215,10 @@ def parse_jsonl_line(
         record = bad(f"'{text_key}' must be a string, got {_json_type(text)}", record_id)
     elif not text.strip():
         record = bad(f"'{text_key}' is empty", record_id)
-    elif not _encodable(text):
-        record = bad(f"'{text_key}' holds a lone surrogate escape (not valid Unicode)", record_id)
     else:
         record = Record(id=record_id, source=name, line=number, text=text)
     record.extra = extra
     return record
-
-
-def _encodable(text: str) -> bool:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
 
 
 def _json_type(value: Any) -> str:

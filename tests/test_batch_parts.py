@@ -62,7 +62,9 @@ def test_bom_and_lone_surrogates(tmp_path: Path) -> None:
     path.write_bytes(b'\xef\xbb\xbf{"text": "bom"}\n{"id": "s", "text": "a\\ud800b"}\n')
     first, second = iter_records(resolve_sources([str(path)]))
     assert first.text == "bom"
-    assert second.error == "input: line 2: 'text' holds a lone surrogate escape (not valid Unicode)"
+    assert second.error == (
+        "input: line 2: text 'a\\ud800b' holds a lone surrogate (not valid Unicode)"
+    )
 
 
 def test_the_output_file_is_never_an_input(tmp_path: Path) -> None:

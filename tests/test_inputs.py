@@ -16,7 +16,11 @@ def test_reads_utf8_and_strips_bom(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     ("content", "message"),
-    [(b"\xff\xfeoops", "not valid UTF-8 \\(bad byte 0xff at offset 0\\)"), (b"  \n\t", "empty")],
+    [
+        (b"\xff\xfeoops", "text is UTF-16"),
+        (b"ok\xffno", "not valid UTF-8 \\(bad byte 0xff at offset 2\\)"),
+        (b"  \n\t", "empty"),
+    ],
 )
 def test_bad_text_is_named(tmp_path: Path, content: bytes, message: str) -> None:
     path = tmp_path / "bad.txt"

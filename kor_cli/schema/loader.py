@@ -11,7 +11,6 @@ document (it is the one judge of what is enforceable: every command accepts what
 from __future__ import annotations
 
 import copy
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -19,6 +18,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from kor_cli.errors import SchemaError
+from kor_cli.reading import first_line, load_json, read_limited
 from kor_cli.schema.document import escape, record_document
 from kor_cli.schema.document_examples import document_examples
 from kor_cli.schema.examples import check_examples, gather_examples
@@ -102,7 +102,12 @@ class Schema:
                 f"{self.source}: no node tree for this schema; validate with Schema.validator()"
             )
         if self._model is None:
-            self._model = record_model(self.root)
+            try:
+                self._model = record_model(self.root)
+            except Exception as error:  # noqa: BLE001 - pydantic refuses odd constraints
+                raise SchemaError(
+                    f"{self.source}: cannot build the record model: {first_line(error)}"
+                ) from None
         return self._model
 
     def ignored_keywords_report(self) -> list[str]:
@@ -141,12 +146,7 @@ def load_schema(spec: str, *, lenient: bool = False, open_objects: bool = False)
     if suffix in (".yaml", ".yml"):
         return Schema(parse_yaml(_read(spec), spec), source=spec)
     if suffix == ".json":
-        try:
-            document = json.loads(_read(spec))
-        except json.JSONDecodeError as error:
-            raise SchemaError(
-                f"{spec}:{error.lineno}:{error.colno}: JSON syntax error: {error.msg}"
-            ) from None
+        document = load_json(_read(spec), spec, error=SchemaError)
         root_id = root_id_for(document, Path(spec).stem)
         return schema_from_document(document, spec, root_id, **flags)
     if ":" in spec:
@@ -224,12 +224,7 @@ def _engine_check(
 
 
 def _read(path: str) -> str:
-    try:
-        data = Path(path).read_bytes()
-    except FileNotFoundError:
-        raise SchemaError(f"{path}: schema file not found") from None
-    except OSError as error:
-        raise SchemaError(f"{path}: cannot read schema file: {error.strerror}") from None
+    data = read_limited(path, error=SchemaError, what="schema file")
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as error:

@@ -40,6 +40,7 @@ from pydantic import BaseModel
 from pydantic.json_schema import GenerateJsonSchema, JsonSchemaValue
 
 from kor_cli.errors import SchemaError
+from kor_cli.reading import untrusted_import
 from kor_cli.schema.nodes import did_you_mean, snake_case
 
 
@@ -85,10 +86,10 @@ def _import_file(path: Path, spec: str) -> ModuleType:
         raise SchemaError(f"{spec}: cannot import {path}")
     module = importlib.util.module_from_spec(module_spec)
     sys.modules[name] = module  # so the module's own annotations and imports resolve
-    with _on_path(str(path.resolve().parent)):
+    with _on_path(str(path.resolve().parent)), untrusted_import():
         try:
             module_spec.loader.exec_module(module)
-        except Exception as error:
+        except (Exception, SystemExit) as error:
             del sys.modules[name]
             raise SchemaError(f"{spec}: importing {path} failed: {_describe(error)}") from None
     return module
@@ -99,10 +100,10 @@ def _import(module_name: str, spec: str) -> ModuleType:
         raise SchemaError(
             f"{spec}: expected 'path/to/file.py:ClassName' or 'package.module:ClassName'"
         )
-    with _on_path(os.getcwd()):
+    with _on_path(os.getcwd()), untrusted_import():
         try:
             return importlib.import_module(module_name)
-        except Exception as error:
+        except (Exception, SystemExit) as error:
             raise SchemaError(
                 f"{spec}: importing {module_name} failed: {_describe(error)}"
             ) from None
@@ -121,7 +122,9 @@ def _on_path(folder: str) -> Iterator[None]:
             sys.path.remove(folder)
 
 
-def _describe(error: Exception) -> str:
+def _describe(error: BaseException) -> str:
+    if isinstance(error, SystemExit):
+        return f"it called sys.exit({error.code!r}) at import"
     if isinstance(error, SyntaxError):
         return f"SyntaxError: {error.msg} (line {error.lineno})"
     return f"{type(error).__name__}: {error}"

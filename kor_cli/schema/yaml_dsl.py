@@ -18,6 +18,7 @@ from typing import Any
 import yaml
 
 from kor_cli.errors import SchemaError
+from kor_cli.reading import checked_yaml_data, yaml_loader
 from kor_cli.schema.nodes import (
     CONSTRAINT_KEYWORDS,
     NODE_TYPES,
@@ -52,10 +53,10 @@ class _UniqueKeyLoader(yaml.SafeLoader):
 
 def parse_yaml(text: str, source: str) -> Node:
     """Parse YAML text into the root node; SchemaError names the file, line or node path."""
-    loader = _UniqueKeyLoader(text)
+    loader = yaml_loader(_UniqueKeyLoader, text, source, error=SchemaError)
     loader.source = source
     try:
-        data = loader.get_single_data()
+        data = checked_yaml_data(loader, source, error=SchemaError)
     except yaml.MarkedYAMLError as error:
         mark = error.problem_mark or error.context_mark
         where = f"{source}:{mark.line + 1}:{mark.column + 1}" if mark else source
