@@ -28,13 +28,7 @@ ODD_SCHEMAS = {
     "json-duplicate-keys",  # JSON allows it (the last wins)
     "py-unschemable",
 }
-PERSON = """\
-id: person
-attributes:
-  - id: name
-  - id: age
-    type: integer
-"""
+PERSON = "id: person\nattributes:\n  - {id: name}\n  - {id: age, type: integer}\n"
 TEXT = "Ann Lee is 34 and lives in Leeds.\n"
 
 

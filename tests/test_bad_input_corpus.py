@@ -9,11 +9,14 @@ ends within 30 s with a peak resident memory under 1 GB.
 
 from __future__ import annotations
 
+import atexit
 import os
 import resource
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -29,7 +32,8 @@ from kor_cli.models import demo_model_path
 sys.path.insert(0, str(Path(__file__).parent))
 from badinput_corpus import Case, build_corpus  # noqa: E402
 
-CORPUS_DIR = Path(os.environ.get("KOR_CLI_CORPUS_DIR", "/tmp")) / f"kor-cli-corpus-{os.getuid()}"
+CORPUS_DIR = Path(tempfile.mkdtemp(prefix="kor-cli-corpus-"))
+atexit.register(shutil.rmtree, CORPUS_DIR, True)
 CASES = build_corpus(CORPUS_DIR, Path(demo_model_path()))
 SECONDS, MEMORY = 30, 1 << 30
 KINDS = (
