@@ -155,7 +155,7 @@ SCHEMA = "id: person\nattributes:\n  - id: name\n"
 @pytest.fixture
 def scripted(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> list[str]:
     """No model: the extraction seam and the model loader are stand-ins."""
-    from kor_cli import models
+    from kor_cli import backends
     from kor_cli import runner as runner_module
     from kor_cli.result import ExtractResult
 
@@ -173,7 +173,7 @@ def scripted(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> list[str]:
         tokenizer = staticmethod(lambda text, **kw: {"input_ids": list(range(len(text)))})
 
     monkeypatch.setattr(runner_module, "extract_batch", fake)
-    monkeypatch.setattr(models, "load_model", lambda *a, **k: Loaded())
+    monkeypatch.setattr(backends, "load_backend", lambda *a, **k: Loaded())
     monkeypatch.setattr("kor_cli.extract.Extractor.__init__", _fake_init)
     (tmp_path / "person.yaml").write_text(SCHEMA)
     return seen
