@@ -410,8 +410,8 @@ def print_summary(tally: Tally, output: str) -> None:
         table.add_row("already there", f"{existing.rows} (skipped {tally.skipped})")
     table.add_row("extracted now", str(tally.done))
     table.add_row("valid", str(existing.valid + tally.valid))
-    if tally.empty:
-        table.add_row("empty", f"{tally.empty} (nothing to extract, this run)")
+    if existing.empty + tally.empty:
+        table.add_row("empty", f"{existing.empty + tally.empty} (nothing to extract)")
     failed = f"{existing.failed + tally.failed}"
     if tally.input_errors:
         failed += f" ({plural(tally.input_errors, 'input error')} this run)"

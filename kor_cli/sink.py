@@ -50,6 +50,7 @@ class Existing:
 
     done: Counter[str] = field(default_factory=Counter)  # row_key(id) → rows written
     valid: int = 0
+    empty: int = 0  # valid rows that say "nothing here"
     failed: int = 0
     dropped_bytes: int = 0  # torn tail removed on open
 
@@ -176,6 +177,7 @@ class OutputSink:
             existing.done[row_key(row["id"])] += 1
             if row["valid"] is True:
                 existing.valid += 1
+                existing.empty += row.get("empty") is True
             else:
                 existing.failed += 1
         return existing

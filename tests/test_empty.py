@@ -224,5 +224,7 @@ def test_batch_rows_say_empty(
     row = json.loads(out.read_text())
     assert row["id"] == "p" and row["empty"] is True and row["valid"] is True and row["data"] == {}
     assert "nothing to extract" in result.output
+    again = CliRunner().invoke(app, [*args, "-m", tiny_model_dir])  # all done: rows counted
+    assert again.exit_code == 0 and "nothing to extract" in again.output
     other = CliRunner().invoke(app, [*args, "-m", tiny_model_dir, "--no-allow-empty"])
     assert other.exit_code == 2 and "allow_empty" in other.output  # resume keeps the setting
