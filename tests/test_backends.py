@@ -13,7 +13,12 @@ import torch
 
 from kor_cli.backends import as_backend
 from kor_cli.backends.graphs import StepGraphs, _Captured
-from kor_cli.backends.head import apply_packed_masks, pack_bool_mask, unpack_on_device
+from kor_cli.backends.head import (
+    SelectiveHead,
+    apply_packed_masks,
+    pack_bool_mask,
+    unpack_on_device,
+)
 from kor_cli.backends.static_cache import StaticCacheModel
 from kor_cli.backends.threads import choose_threads
 from kor_cli.backends.transformers import TransformersBackend
@@ -205,3 +210,22 @@ def test_graph_step_plumbing_matches_eager_decoding(tiny: LoadedModel) -> None:
     graphed = Decoder(backend).generate_batch(prompts, options, slots=3)
     assert [r.token_ids for r in graphed] == [r.token_ids for r in eager]
     assert 4 in backend.runner.graphs.captured  # three rows in flight replay bucket 4
+
+
+def test_mixed_head_projects_wide_rows_fully_and_narrow_rows_selectively(
+    tiny: LoadedModel,
+) -> None:
+    head = SelectiveHead(TransformersBackend(tiny))
+    torch.manual_seed(4)
+    states = torch.randn(3, tiny.model.config.hidden_size)
+    few = [torch.tensor([5, 17, 300]), torch.arange(tiny.vocab_size), torch.tensor([17, 9000])]
+    with torch.inference_mode():
+        full = tiny.model.lm_head(states)
+        mixed = head.logits(states, few)
+    assert head.mixed_steps == 1 and head.full_steps == 0
+    torch.testing.assert_close(mixed[1], full[1])
+    for row in (0, 2):
+        torch.testing.assert_close(mixed[row, few[row]], full[row, few[row]])
+        outside = torch.ones(tiny.vocab_size, dtype=torch.bool)
+        outside[torch.cat([few[0], few[2]])] = False
+        assert torch.isinf(mixed[row, outside]).all()
