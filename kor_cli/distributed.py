@@ -15,6 +15,7 @@ import importlib.util
 import logging
 import os
 import re
+import socket
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -32,6 +33,7 @@ if TYPE_CHECKING:
 RAY_MISSING = "--ray needs Ray, an optional extra: pip install 'kor-cli[ray]'"
 # The object store of a cluster started here: rows and micro-batches are small.
 LOCAL_OBJECT_STORE = 256 * 1024**2
+CONNECT_SECONDS = 5  # to reach a HOST:PORT cluster before Ray's own long retries
 _ADDRESS = re.compile(r"^(ray://)?[\w.\-]+:\d+$|^\[[0-9a-fA-F:]+\]:\d+$")
 
 
@@ -106,6 +108,18 @@ def plan_workers(options: RayOptions, node_resources: list[dict[str, float]]) ->
     raise UsageError(f"--workers {workers} needs a CPU each; the Ray cluster has {sum(node_cpus)}")
 
 
+def _check_reachable(address: str) -> None:
+    """Fail fast when nothing listens at HOST:PORT (Ray itself retries for minutes)."""
+    host, _, port = address.removeprefix("ray://").rpartition(":")
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=CONNECT_SECONDS).close()
+    except OSError as error:
+        raise UsageError(
+            f"--ray {address}: nothing answers there ({error.strerror or error}); start the "
+            "cluster with `ray start --head`, or use --ray local"
+        ) from None
+
+
 def _connect(ray: Any, address: str) -> bool:
     """Join or start the cluster; False when this process was already connected."""
     if ray.is_initialized():  # embedded use: tests, notebooks
@@ -122,6 +136,8 @@ def _connect(ray: Any, address: str) -> bool:
                 **quiet,
             )
         else:
+            if address != "auto":
+                _check_reachable(address)
             ray.init(address=address, **quiet)
     except (ConnectionError, RuntimeError, ValueError) as error:
         hint = " (start one with `ray start --head`, or use --ray local)"

@@ -184,6 +184,8 @@ class WorkerPool:
                 next_out += 1
             if next_out == next_in and (exhausted or stop.is_set()):
                 return
+            if not self.sent and not self.starting:
+                continue  # the rows written freed the window: send more before waiting
             done, _ = self.ray.wait([*self.sent, *self.starting], timeout=POLL_SECONDS)
             for ref in done:
                 if ref in self.starting:  # a replacement has loaded
@@ -201,6 +203,7 @@ class WorkerPool:
     ) -> None:
         """Requeue a dead worker's batches (only the running one counts an attempt)."""
         self.live.remove(slot)
+        self.ray.kill(slot.actor)
         running = slot.queued[0]
         attempts[running] = attempts.get(running, 0) + 1
         if attempts[running] >= MAX_ATTEMPTS:
@@ -215,7 +218,6 @@ class WorkerPool:
             f"Ray worker {slot.number} died ({_first_line(died)}); its {len(slot.queued)} "
             "batch(es) go to the other workers; starting a replacement"
         )
-        self.ray.kill(slot.actor)
         self._start()
 
     def close(self) -> None:

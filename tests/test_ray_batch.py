@@ -177,6 +177,21 @@ def test_bad_ray_options(
     assert message in said(result) and "Traceback" not in result.output
 
 
+@pytest.mark.ray
+@needs_ray
+def test_an_address_where_nothing_listens_fails_fast(env: dict[str, Path], tmp_path: Path) -> None:
+    import socket
+
+    with socket.socket() as probe:  # a port that was free a moment ago
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    started = time.monotonic()
+    result = runner.invoke(app, batch_args(env, tmp_path / "o.jsonl", "--ray", f"127.0.0.1:{port}"))
+    assert result.exit_code == 2, result.output
+    assert f"--ray 127.0.0.1:{port}: nothing answers there" in said(result)
+    assert time.monotonic() - started < 60  # not Ray's minutes of retries
+
+
 def test_the_default_path_never_imports_ray(env: dict[str, Path], tmp_path: Path) -> None:
     out = tmp_path / "out.jsonl"
     code = (
