@@ -7,7 +7,8 @@ Bounds are exact for integers and decimals (compared digit by digit, no floats),
 Other spellings of the same value (what `json.dumps` and models write): trailing fraction
 zeros (`4.0`, `2.50`, `spellings`) and normalised exponent forms (`1e-05`, `1.5E+20`,
 `SCIENTIFIC`: one non-zero digit, a fraction without trailing zeros, `e`/`E`, a signed
-exponent). `value_spellings` gives every text of one value that any grammar may accept,
+exponent; `scientific_range` compares them with bounds exactly: exponent first, then the
+mantissa digit by digit). `value_spellings` gives every text of one value that any grammar may accept,
 for the subtractions of `not`/`oneOf`/`if`.
 """
 
@@ -268,3 +269,61 @@ def value_spellings(value: int | float | Decimal) -> Node:
 def any_number() -> Node:
     """Every number, in every accepted spelling."""
     return settled_spellings(NUMBER, True)
+
+
+MANTISSA = seq(NONZERO, opt(FRACTION))  # of a normalised exponent form: 1 <= m < 10
+_EXP_MARK = alt(literal("e"), literal("E"))
+_ZEROS = repeat(literal("0"), 0, None)
+
+
+def _exponents(lo: int | None, hi: int | None) -> Node:
+    """Exponent texts (after `e`) of the integers lo..hi: `+` optional, leading zeros."""
+    parts = []
+    if hi is None or hi >= 0:
+        parts.append(seq(opt(literal("+")), _ZEROS, uint_range(max(lo or 0, 0), hi)))
+    if lo is None or lo < 0:
+        top = None if lo is None else -lo
+        parts.append(seq(MINUS, _ZEROS, uint_range(1 if hi is None or hi >= 0 else -hi, top)))
+    return alt(*parts)
+
+
+def _scientific_magnitude(op: str, bound: Decimal) -> Node:
+    """Unsigned normalised exponent forms m`e`E with `m*10**E op bound` (bound > 0)."""
+    _, digits, exponent = bound.normalize().as_tuple()
+    assert isinstance(exponent, int)
+    power = exponent + len(digits) - 1
+    mantissa = Decimal("".join(map(str, digits))).scaleb(-(len(digits) - 1))
+    same = seq(intersect(MANTISSA, _magnitude(op, mantissa)), _EXP_MARK, _exponents(power, power))
+    if op in ("ge", "gt"):
+        return alt(seq(MANTISSA, _EXP_MARK, _exponents(power + 1, None)), same)
+    return alt(seq(MANTISSA, _EXP_MARK, _exponents(None, power - 1)), same)
+
+
+def scientific_range(lower: Bound | None, upper: Bound | None) -> Node:
+    """Normalised exponent forms of the numbers x with lower <(=) x <(=) upper (exact)."""
+    every = seq(MANTISSA, _EXP_MARK, _exponents(None, None))  # never zero
+    positive: list[Node] = [every]  # constraints on x > 0
+    negative: list[Node] = [every]  # on -x for x < 0
+    has_positive = has_negative = True
+    if lower is not None:
+        value, exclusive = lower
+        if value < 0:
+            negative.append(_scientific_magnitude("lt" if exclusive else "le", -value))
+        else:
+            has_negative = False
+            if value > 0:
+                positive.append(_scientific_magnitude("gt" if exclusive else "ge", value))
+    if upper is not None:
+        value, exclusive = upper
+        if value > 0:
+            positive.append(_scientific_magnitude("lt" if exclusive else "le", value))
+        else:
+            has_positive = False
+            if value < 0:
+                negative.append(_scientific_magnitude("gt" if exclusive else "ge", -value))
+    parts = []
+    if has_positive:
+        parts.append(_all_of(positive))
+    if has_negative:
+        parts.append(seq(MINUS, _all_of(negative)))
+    return alt(*parts)

@@ -1,7 +1,8 @@
 """Numbers for the JSON Schema compiler: bounds, steps and the spellings of each mode.
 
 Positive mode accepts the canonical text plus trailing fraction zeros for `number`
-(`4.0`), and exponent forms where no bound or step applies; `integer` is digits only.
+(`4.0`), and exponent forms (bounds exact on them) where no step applies; `integer` is
+digits only.
 Negative mode (what `not`/`oneOf`/`if` subtract) includes every spelling of its values, so
 no spelling of a value survives a subtraction that should remove it (see `json_numbers`).
 """
@@ -11,7 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from kor_cli.errors import GrammarError
-from kor_cli.grammar.ast import Node, intersect, literal, seq
+from kor_cli.grammar.ast import Node, alt, intersect, literal, seq
 from kor_cli.grammar.json_keywords import Facts
 from kor_cli.grammar.json_numbers import (
     FRACTIONAL,
@@ -20,6 +21,7 @@ from kor_cli.grammar.json_numbers import (
     integer_bounds,
     multiple_of,
     number_range,
+    scientific_range,
     settled_spellings,
     value_spellings,
 )
@@ -45,11 +47,13 @@ def number(c: SchemaCompiler, facts: Facts, pos: bool, types: frozenset[str]) ->
         except GrammarError as error:
             if pos:
                 c.fail("multipleOf", pointer, error.message)
-    plain = not (facts.lower or facts.upper or facts.multiples)
     # negative mode: every exponent form; `integer` stays digits only
-    scientific = not pos or (plain and {"integer", "fraction"} <= types)
+    scientific = not pos or (not facts.lower and not facts.upper and not facts.multiples)
+    scientific &= not pos or {"integer", "fraction"} <= types
     if "fraction" in types or not pos:
         node = settled_spellings(node, scientific)
+    if pos and not scientific and not facts.multiples and {"integer", "fraction"} <= types:
+        node = alt(node, scientific_range(lower, upper))  # bounds are exact on exponents too
     return node
 
 
