@@ -1,4 +1,4 @@
-"""The model side of decoding behind one interface (DESIGN.md §9).
+"""The model side of decoding behind one interface (docs/design.md §8).
 
 A `Backend` owns the weights, the tokenizer and a KV cache of `capacity` rows (slots).
 The decode loop (kor_cli/decode.py) drives it: `start` a run, `prefill` new rows with their
