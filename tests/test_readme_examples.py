@@ -101,7 +101,7 @@ def run_shell(code: str, env: dict[str, str], folder: Path) -> None:
         env=env,
         capture_output=True,
         text=True,
-        timeout=600,
+        timeout=1800,  # minutes on a busy shared 2-core machine
         check=False,
     )
     assert done.returncode == 0, f"{code}\nexit {done.returncode}\n{done.stderr[-2000:]}"
