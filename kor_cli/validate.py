@@ -6,7 +6,9 @@
    messages are the most readable),
 2. the record's JSON Schema document with `jsonschema` (everything a rebuilt model
    cannot express: `not`, `if`/`then`/`else`, unions, recursion, …), formats included:
-   the grammar enforces `format`, so validation does too,
+   the grammar enforces `format`, so validation does too, and `multipleOf` is exact
+   decimal arithmetic as in the grammar; objects without
+   `additionalProperties` are closed as the grammar closes them unless objects are open,
 3. the user's own Pydantic class with its validators, when the schema came from one;
    its dump (aliases, validators' changes) becomes the record's value.
 """
@@ -36,9 +38,10 @@ class RecordValidator:
     root_id: str
     model: type[BaseModel] | None = None  # rebuilt from the tree, closed and strict
     user_model: type[BaseModel] | None = None  # the user's class, for the root's value
+    closed_objects: bool = False  # objects closed where the grammar closes them
 
     def __post_init__(self) -> None:
-        self._validator = json_validator(self.document)
+        self._validator = json_validator(self.document, closed_objects=self.closed_objects)
 
     def validate(self, data: Any) -> tuple[Any, list[str]]:
         """Return (validated JSON data, []) or (None, errors)."""
@@ -63,18 +66,44 @@ class RecordValidator:
         return dumped, []
 
 
-def json_validator(document: dict[str, Any]) -> Any:
+def json_validator(document: dict[str, Any], *, closed_objects: bool = False) -> Any:
     """A `jsonschema` validator for `document` (its `$schema`'s draft, 2020-12 without one)
-    that checks formats as kor-cli's grammar enforces them."""
+    that checks formats as kor-cli's grammar enforces them, and with `closed_objects` also
+    the objects the grammar closes by default (see `kor_cli.schema.closed`)."""
     import jsonschema
 
+    from kor_cli.schema.closed import MARKER, closed_keyword, mark_closed
     from kor_cli.schema.formats import FORMAT_CHECKS, is_valid_format
 
     cls = jsonschema.validators.validator_for(document, jsonschema.Draft202012Validator)
     checker = jsonschema.FormatChecker(formats=())
     for name in FORMAT_CHECKS:
         checker.checks(name)(lambda value, name=name: is_valid_format(name, value))
+    keywords: dict[str, Any] = {"multipleOf": _multiple_of}
+    if closed_objects:
+        keywords[MARKER] = closed_keyword
+        document = mark_closed(document)
+    cls = jsonschema.validators.extend(cls, keywords)
     return cls(document, format_checker=checker)
+
+
+def _multiple_of(validator: Any, divisor: Any, instance: Any, schema: Any) -> Any:
+    """`multipleOf` in exact decimal arithmetic, as the grammar enforces it (jsonschema's
+    float division says 96.005 is no multiple of 0.0001)."""
+    from decimal import Decimal, InvalidOperation, localcontext
+
+    from jsonschema import ValidationError
+
+    if not validator.is_type(instance, "number") or not validator.is_type(divisor, "number"):
+        return
+    try:
+        with localcontext() as context:
+            context.prec = 1000
+            exact = Decimal(repr(instance)) % Decimal(repr(divisor)) == 0
+    except (InvalidOperation, ValueError):  # inf/nan or a divisor of 0: not multiples
+        exact = False
+    if not exact:
+        yield ValidationError(f"{instance!r} is not a multiple of {divisor!r}")
 
 
 def describe_json_error(error: Any) -> str:

@@ -288,3 +288,29 @@ def test_member_names_that_are_not_identifiers_are_quoted(tmp_path: Path) -> Non
         "}\n"
         "```\n"
     )
+
+
+def test_validation_closes_objects_where_the_grammar_does(tmp_path: Path) -> None:
+    document = {
+        **_obj(
+            a={"not": {"const": 0}},
+            o={"allOf": [{"properties": {"x": {}}}, {"properties": {"y": {}}, "required": ["z"]}]},
+            p={"type": "object", "additionalProperties": {"type": "integer"}},
+        ),
+        "required": ["a"],
+    }
+    closed = load(tmp_path, document).validator()
+    assert closed.validate({"s": {"a": 1, "o": {"x": 1, "y": 2, "z": 3}, "p": {"k": 3}}})[1] == []
+    assert "'b' not allowed" in closed.validate({"s": {"a": 1, "b": 2}})[1][0]
+    assert closed.validate({"s": {"a": 1, "o": {"x": 1, "w": 2, "z": 3}}})[1][0].startswith("s.o:")
+    path = tmp_path / "s.json"
+    opened = load_schema(str(path), open_objects=True).validator()
+    assert opened.validate({"s": {"a": 1, "b": 2}})[1] == []
+
+
+def test_multiple_of_is_exact_decimal_arithmetic(tmp_path: Path) -> None:
+    loaded = load(tmp_path, {**_obj(a={"multipleOf": 0.0001}), "required": ["a"]})
+    validator = loaded.validator()
+    assert validator.validate({"s": {"a": 96.005}})[1] == []  # 96.005 / 0.0001 is 960050.00...01
+    assert validator.validate({"s": {"a": -0.7}})[1] == []
+    assert "not a multiple of 0.0001" in validator.validate({"s": {"a": 0.00015}})[1][0]

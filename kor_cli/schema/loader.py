@@ -38,6 +38,8 @@ class Schema:
     the view then coming from `document`. `examples` holds every few-shot example in
     Kor's order, as (text, value under the root id), None meaning "nothing here".
     `user_model` is the user's own Pydantic class (it validates the root's value).
+    `open_objects`: objects without `additionalProperties` follow the specification in
+    generation and validation alike (default: closed in both).
     """
 
     root: Node
@@ -47,6 +49,7 @@ class Schema:
     user_model: type[BaseModel] | None = None
     source_document: dict[str, Any] | None = None
     warnings: tuple[str, ...] = ()
+    open_objects: bool = False
     examples: list[Example] = field(init=False)
     _model: type[BaseModel] | None = field(default=None, init=False, repr=False, compare=False)
     _validator: Any = field(default=None, init=False, repr=False, compare=False)
@@ -128,7 +131,11 @@ class Schema:
 
             model = self.pydantic_model() if self.tree else None
             self._validator = RecordValidator(
-                self.json_schema(), self.root.id, model=model, user_model=self.user_model
+                self.json_schema(),
+                self.root.id,
+                model=model,
+                user_model=self.user_model,
+                closed_objects=not self.tree and not self.open_objects,
             )
         return self._validator
 
@@ -185,6 +192,7 @@ def schema_from_document(
             user_model=user_model,
             source_document=document,
             warnings=warnings,
+            open_objects=open_objects,
         )
     return Schema(root, source=source, user_model=user_model, source_document=document)
 
