@@ -62,19 +62,9 @@ CASES: dict[str, dict] = {
     **{
         f"format:{name}": {"type": "string", "format": name}
         for name in (
-            "date",
-            "time",
-            "date-time",
-            "duration",
-            "email",
-            "hostname",
-            "ipv4",
-            "ipv6",
-            "uri",
-            "uuid",
-            "json-pointer",
-            "relative-json-pointer",
-        )  # fmt: skip
+            "date time date-time duration email hostname ipv4 ipv6 uri uri-reference uuid "
+            "json-pointer relative-json-pointer"
+        ).split()
     },
 }
 DEFS = {
@@ -88,13 +78,13 @@ def readme_enforced() -> set[str]:
     """The keywords in backticks of the README's "Enforced" bullet, plus its formats."""
     text = README.read_text(encoding="utf-8")
     bullet = text.split("- **Enforced:**", 1)[1].split("\n- **", 1)[0]
-    found: set[str] = set()
-    for word in re.findall(r"`([^`]+)`", bullet):
-        match = re.fullmatch(r"min/max(\w+)", word)
-        found |= {f"min{match[1]}", f"max{match[1]}"} if match else {word}
     formats = re.search(r"`format` \(([^)]*)\)", bullet)
     assert formats, "the bullet lists the enforced formats"
-    found |= {f"format:{name.strip()}" for name in formats[1].split(",")}
+    names = formats[1].split(";")[0]  # after ';': what is not enforced
+    found = {f"format:{name.strip()}" for name in names.split(",")}
+    for word in re.findall(r"`([^`]+)`", bullet.replace(formats[0], "`format`")):
+        match = re.fullmatch(r"min/max(\w+)", word)
+        found |= {f"min{match[1]}", f"max{match[1]}"} if match else {word}
     return found - {"format"} - NOT_KEYWORDS
 
 

@@ -2,8 +2,8 @@
 
 Checks follow JSON Schema's formats (RFC 3339 dates and times, except that a time zone
 is optional), so a value the model accepts also fits the JSON Schema given to the decoder.
-The formats without a hand-written check here (hostname, uri, duration, json-pointer,
-relative-json-pointer) use the very regexes the grammar engine enforces. Validation
+Every other format the grammar engine enforces (hostname, uri, uri-reference, duration,
+json-pointer, ...) is checked with the very regex the engine uses. Validation
 enforces `format` (an annotation in JSON Schema 2020-12), as the grammar does.
 """
 
@@ -79,11 +79,8 @@ FORMAT_CHECKS: dict[str, Callable[[str], None]] = {
     "uuid": _uuid,
     "ipv4": _ipv4,
     "ipv6": _ipv6,
-    **{
-        name: _engine_check(name)
-        for name in ("hostname", "uri", "duration", "json-pointer", "relative-json-pointer")
-    },
 }
+FORMAT_CHECKS.update({n: _engine_check(n) for n in ENGINE_FORMATS if n not in FORMAT_CHECKS})
 FORMATS: tuple[str, ...] = tuple(FORMAT_CHECKS)
 
 

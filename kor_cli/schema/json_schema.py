@@ -25,6 +25,7 @@ from typing import Any
 
 from kor_cli.errors import SchemaError
 from kor_cli.schema.document import declared_draft
+from kor_cli.schema.formats import FORMATS
 from kor_cli.schema.nodes import (
     ARRAY_KEYWORDS,
     CONSTRAINT_KEYWORDS,
@@ -138,6 +139,8 @@ class _Converter:
         """One value (an array's item, or the node itself): its type, keywords and examples."""
         kind = self.kind(schema, pointer)
         self.check_keywords(schema, pointer, _OWN_KEYWORDS[kind])
+        if "format" in schema and schema["format"] not in FORMATS:
+            raise self.fail(f"format {schema['format']!r} (an annotation)", pointer)
         node = Node(
             id=node_id,
             type=kind,  # type: ignore[arg-type]
@@ -166,7 +169,7 @@ class _Converter:
         if declared == "object":
             return "object"
         if declared is None and "properties" in schema:  # any non-object value fits too
-            raise self.fail("'properties' without \"type\": \"object\"", pointer)
+            raise self.fail('\'properties\' without "type": "object"', pointer)
         if declared in _SCALARS:
             return _SCALARS[declared]
         if declared == "array":
