@@ -258,9 +258,9 @@ def _split_null(schema: Any) -> tuple[Any, bool]:
             if isinstance(other, dict) and not set(rest) & set(other):
                 return {**other, **rest}, True
     declared = schema.get("type")
-    if isinstance(declared, list) and len(declared) == 2 and "null" in declared:
-        other = next(t for t in declared if t != "null")
-        return {**schema, "type": other}, True
+    others = [t for t in declared if t != "null"] if isinstance(declared, list) else []
+    if len(others) == 1 and len(declared) == 2:
+        return {**schema, "type": others[0]}, True
     return schema, False
 
 

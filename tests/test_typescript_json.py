@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from kor_cli.schema.document import record_document
@@ -47,6 +47,7 @@ SCHEMAS = st.recursive(LEAVES, _extend, max_leaves=12)
 
 @settings(max_examples=300, deadline=None)
 @given(SCHEMAS, SCHEMAS)
+@example({"type": ["null", "null"]}, {})
 def test_any_schema_renders(body: Any, node: Any) -> None:
     document = body if isinstance(body, dict) else {"allOf": [body]}
     document = {**document, "$defs": {"Node": node}}
