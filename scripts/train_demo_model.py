@@ -35,7 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from demo_data import ROOT, SCHEMAS, generate_samples  # noqa: E402
 from demo_tokenizer import train_tokenizer  # noqa: E402
 
-from kor_cli.forward import cache_argument  # noqa: E402
+from kor_cli.backends.hf_cache import cache_argument  # noqa: E402
 
 DEFAULT_OUT = ROOT / "kor_cli" / "resources" / "demo_model"
 

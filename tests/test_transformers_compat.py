@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from kor_cli.forward import cache_argument
+from kor_cli.backends.hf_cache import cache_argument
 from kor_cli.testing import _bpe_parts, byte_level_bpe
 
 
