@@ -254,8 +254,9 @@ def run_batch(
                 from kor_cli.distributed import ray_engine
 
                 engine = ray_engine(
-                    schema, model, extract_options, options, scale_out, device, dtype
-                )
+                    schema, model, extract_options, options, scale_out, device, dtype, threads,
+                    compile,
+                )  # fmt: skip
             with engine as rows_of:  # the model is loaded (on every worker)
                 tally.started = time.perf_counter()
                 with _stop_on_ctrl_c() as stop, _progress(tally) as update:

@@ -155,6 +155,8 @@ def ray_engine(
     ray_options: RayOptions,
     device: str,
     dtype: str = "auto",
+    threads: int = 0,
+    compile: bool | None = None,
 ) -> Iterator[RowsOf]:
     """Connect, start the workers (each loads the model), yield their rows-of function."""
     import ray
@@ -169,7 +171,7 @@ def ray_engine(
         where = "here" if ray_options.address == "local" else f"on {len(nodes)} node(s)"
         each = f"{plan.gpus:g} GPU" if plan.gpus else f"{plan.cpus:g} CPU"
         info(f"kor-cli: Ray: {plan.workers} worker(s) {where}, {each} each; loading the model")
-        spec = WorkerSpec(schema, model, extract_options, options, device, dtype)
+        spec = WorkerSpec(schema, model, extract_options, options, device, dtype, threads, compile)
         pool = WorkerPool(ray, spec, plan)
         yield pool.rows_of
     finally:

@@ -51,20 +51,22 @@ class WorkerSpec:
     batch_options: BatchOptions
     device: str = "auto"
     dtype: str = "auto"
+    threads: int = 0  # --threads (0: the backend's choice, at most the worker's CPU share)
+    compile: bool | None = None
 
 
 class ExtractWorker:
     """One Ray actor: a loaded extractor that turns batches of records into rows."""
 
-    def __init__(self, spec: WorkerSpec, threads: int) -> None:
+    def __init__(self, spec: WorkerSpec, cpus: int) -> None:
+        """Load as `kor-cli batch` does; a CPU worker (`cpus` > 0) keeps torch's threads
+        within its share of the node, as Ray does not pin CPUs."""
+        import torch
+
         from kor_cli.batch import load_runner
 
         self.error: KorError | None = None
         self.warnings: tuple[str, ...] = ()
-        if threads:
-            import torch
-
-            torch.set_num_threads(threads)
         try:
             self.runner = load_runner(
                 spec.schema,
@@ -73,10 +75,14 @@ class ExtractWorker:
                 spec.batch_options,
                 device=spec.device,
                 dtype=spec.dtype,
+                threads=spec.threads,
+                compile=spec.compile,
             )
             self.warnings = self.runner.extractor.warnings
         except KorError as error:  # reported by ready(), as the single-process run would
             self.error = error
+        if cpus and not spec.threads and torch.get_num_threads() > cpus:
+            torch.set_num_threads(cpus)
 
     def ready(self) -> tuple[KorError | None, tuple[str, ...]]:
         """The load error (None when loaded) and the extractor's warnings."""
@@ -104,7 +110,7 @@ class WorkerPool:
         self.remote = ray.remote(ExtractWorker)
         self.resources = {"num_cpus": plan.cpus, "num_gpus": plan.gpus}
         self.spec = spec
-        self.threads = 0 if plan.gpus else int(plan.cpus)
+        self.cpus = 0 if plan.gpus else int(plan.cpus)  # a CPU worker's share
         self.run_id = os.urandom(3).hex()
         self.started = 0
         self.live: list[_Slot] = []
@@ -132,7 +138,7 @@ class WorkerPool:
         self.started += 1
         name = f"{ACTOR_PREFIX}{self.run_id}-{self.started}"  # as `ray list actors` shows
         actor = self.remote.options(name=name, max_restarts=0, **self.resources).remote(
-            self.spec, self.threads
+            self.spec, self.cpus
         )
         slot = _Slot(actor, self.started)
         self.starting[slot.actor.ready.remote()] = slot
