@@ -12,7 +12,10 @@ import typer
 if TYPE_CHECKING:
     from kor_cli.extract import ExtractOptions
 
-SCHEMA_HELP = "Schema: file.yaml | file.json | path/to/file.py:Class | package.module:Class"
+SCHEMA_HELP = (
+    "Schema: file.yaml | file.json | path/to/file.py:Class | package.module:Class "
+    "(a .py or module schema runs its code on import: use only files you trust)."
+)
 INPUT_HELP = "Input text file, or '-' for stdin (the default)."
 
 MAX_INPUT_BYTES = typer.Option(
