@@ -94,3 +94,21 @@ def test_ray_figures_are_in_its_results_file() -> None:
         assert quoted(ray_rate, [row["ray_records_per_second"]])
         assert quoted(single_rate, [row["single_records_per_second"]])
         assert quoted(overhead, [row["ray_overhead_percent"]])
+
+
+def test_demo_model_table_is_in_its_results_file() -> None:
+    report = json.loads((RESULTS / "demo_heldout.json").read_text())
+    rows = re.findall(
+        r"^\| (\w+)[^|]* \| (prompt-only|constrained) \| (\d+)% \| (\d+)% \| ([\d.]+)% \| "
+        r"(\d+)% \| \**([\d.]+)\** \|$",
+        README,
+        re.MULTILINE,
+    )
+    assert len(rows) == 2 * len(report["sets"]) == 8
+    for name, mode, parse, valid, fields, exact, passes in rows:
+        stats = report["sets"][name]["modes"]["prompt" if mode == "prompt-only" else mode]
+        assert round(100 * stats["parse_rate"]) == int(parse)
+        assert round(100 * stats["valid_rate"]) == int(valid)
+        assert round(100 * stats["field_accuracy"], 1) == float(fields)
+        assert round(100 * stats["exact_match"]) == int(exact)
+        assert f"{stats['forward_passes_per_record']:.1f}" == passes
