@@ -1,5 +1,6 @@
 """The embedded demo model on its held-out sets: `kor-cli compare` (prompt-only vs
-constrained) over `samples/heldout_*.jsonl` with each set's schema, greedy, on the CPU.
+constrained) over `samples/heldout_*.jsonl` with each set's schema, and over the hand-written
+`samples/people.jsonl`; greedy, on the CPU.
 
     python benchmarks/demo_heldout.py [--out PATH] [--limit N]
 
@@ -22,7 +23,11 @@ from kor_cli.compare import CompareOptions, run_compare
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
-from demo_data import SCHEMAS as SETS  # noqa: E402  (held-out set → its schema)
+from demo_data import SCHEMAS  # noqa: E402  (held-out set → its schema)
+
+# set → (records, schema): the four held-out sets, and 12 hand-written people unlike them
+SETS = {name: (f"samples/heldout_{name}.jsonl", schema) for name, schema in SCHEMAS.items()}
+SETS["people"] = ("samples/people.jsonl", "schemas/person.yaml")
 
 
 def main() -> None:
@@ -43,10 +48,9 @@ def main() -> None:
         "sets": {},
     }
     for name in args.sets:
-        options = CompareOptions(
-            inputs=(f"samples/heldout_{name}.jsonl",), limit=args.limit, batch_size=8
-        )
-        result = run_compare(SETS[name], None, base, options, device="cpu")
+        data, schema = SETS[name]
+        options = CompareOptions(inputs=(data,), limit=args.limit, batch_size=8)
+        result = run_compare(schema, None, base, options, device="cpu")
         report["sets"][name] = result
         for mode, stats in result["modes"].items():
             print(

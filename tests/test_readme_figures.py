@@ -104,7 +104,7 @@ def test_demo_model_table_is_in_its_results_file() -> None:
         README,
         re.MULTILINE,
     )
-    assert len(rows) == 2 * len(report["sets"]) == 8
+    assert len(rows) == 8  # four held-out sets × two modes
     for name, mode, parse, valid, fields, exact, passes in rows:
         stats = report["sets"][name]["modes"]["prompt" if mode == "prompt-only" else mode]
         assert round(100 * stats["parse_rate"]) == int(parse)
@@ -112,3 +112,18 @@ def test_demo_model_table_is_in_its_results_file() -> None:
         assert round(100 * stats["field_accuracy"], 1) == float(fields)
         assert round(100 * stats["exact_match"]) == int(exact)
         assert f"{stats['forward_passes_per_record']:.1f}" == passes
+
+
+def test_hand_written_people_figures_are_in_the_results_file() -> None:
+    modes = json.loads((RESULTS / "demo_heldout.json").read_text())["sets"]["people"]["modes"]
+    found = re.search(
+        r"prompt-only parses (\d+)/(\d+)\s+\((\d+)% field accuracy\) and constrained "
+        r"(\d+)/(\d+) \((\d+)%\)",
+        README,
+    )
+    assert found, "the people.jsonl sentence is gone from the README"
+    prompt, constrained = modes["prompt"], modes["constrained"]
+    assert [int(n) for n in found.groups()] == [
+        prompt["parsed"], prompt["records"], round(100 * prompt["field_accuracy"]),
+        constrained["parsed"], constrained["records"], round(100 * constrained["field_accuracy"]),
+    ]  # fmt: skip
