@@ -62,7 +62,7 @@ def check(case: Case, code: int, stderr: str) -> None:
         assert "Traceback" not in stderr
 
 
-@pytest.fixture(autouse=True)
+@pytest.fixture
 def _alarm() -> Iterator[None]:
     """A case that hangs fails instead of stopping the suite."""
 
@@ -85,6 +85,7 @@ def test_the_corpus_is_large_and_covers_every_command() -> None:
 
 
 @pytest.mark.parametrize("case", params([case for case in CASES if not case.heavy]))
+@pytest.mark.usefixtures("_alarm")
 def test_case_in_process(case: Case) -> None:
     stdin = case.stdin if case.stdin is not None else b""
     result = CliRunner().invoke(app, list(case.argv), input=stdin, env={"COLUMNS": "200"})
