@@ -1,6 +1,6 @@
 """`python -m kor_cli` entry point."""
 
-from kor_cli.cli import app
+from kor_cli.cli import run
 
 if __name__ == "__main__":
-    app()
+    run()

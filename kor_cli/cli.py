@@ -331,7 +331,7 @@ def batch_cmd(
         None,
         "--ray",
         metavar="ADDRESS",
-        help="Extract on Ray workers: local (start a cluster here), auto (join the running "
+        help="Extract on Ray workers: local or nothing (start a cluster here), auto (join the running "
         "one) or HOST:PORT. Needs the ray extra.",
     ),
     workers: int | None = typer.Option(
@@ -553,3 +553,11 @@ def trace_cmd(
         return EXIT_OK if decoded.finish_reason == "stop" else EXIT_INVALID
 
     raise typer.Exit(run_guarded(action))
+
+
+def run() -> None:
+    """Console-script entry: `app` after the one argv rewrite the parser cannot express."""
+    from kor_cli.distributed import bare_ray_flag
+
+    sys.argv[1:] = bare_ray_flag(sys.argv[1:])
+    app()

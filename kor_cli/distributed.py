@@ -19,7 +19,6 @@ import socket
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kor_cli.console import info
@@ -35,6 +34,25 @@ RAY_MISSING = "--ray needs Ray, an optional extra: pip install 'kor-cli[ray]'"
 LOCAL_OBJECT_STORE = 256 * 1024**2
 CONNECT_SECONDS = 5  # to reach a HOST:PORT cluster before Ray's own long retries
 _ADDRESS = re.compile(r"^(ray://)?[\w.\-]+:\d+$|^\[[0-9a-fA-F:]+\]:\d+$")
+
+
+def bare_ray_flag(argv: list[str]) -> list[str]:
+    """`--ray` with no address means `--ray local`: the command line's optional value.
+
+    The option parser wants a value after `--ray`, so one that is missing (end of line, the
+    next option, or an input file rather than local/auto/HOST:PORT) is written in here.
+    """
+    out: list[str] = []
+    for index, arg in enumerate(argv):
+        out.append(arg)
+        if arg != "--ray":
+            continue
+        following = argv[index + 1] if index + 1 < len(argv) else None
+        if following is None or not (
+            following in ("local", "auto") or _ADDRESS.match(following)
+        ):
+            out.append("local")
+    return out
 
 
 @dataclass(frozen=True)
@@ -66,10 +84,7 @@ def check_ray_options(options: RayOptions, device: str) -> None:
         raise UsageError(RAY_MISSING)
     address = options.address
     if address not in ("local", "auto") and not _ADDRESS.match(address):
-        hint = " (an input file? write --ray local)" if Path(address).exists() else ""
-        raise UsageError(
-            f"--ray {address}: expected local, auto or HOST:PORT (ray://HOST:PORT){hint}"
-        )
+        raise UsageError(f"--ray {address}: expected local, auto or HOST:PORT (ray://HOST:PORT)")
     if options.workers is not None and options.workers < 1:
         raise UsageError("--workers must be at least 1")
     if options.gpus_per_worker is not None and options.gpus_per_worker < 0:

@@ -163,7 +163,6 @@ def test_ray_options_need_ray(env: dict[str, Path], tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("extra", "message"),
     [
-        (["--ray", "IN"], "an input file? write --ray local"),
         (["--ray", "nowhere"], "expected local, auto or HOST:PORT"),
         (["--ray", "local", "--device", "cuda:1"], "each worker sees only its own GPU"),
     ],
@@ -171,7 +170,6 @@ def test_ray_options_need_ray(env: dict[str, Path], tmp_path: Path) -> None:
 def test_bad_ray_options(
     env: dict[str, Path], tmp_path: Path, extra: list[str], message: str
 ) -> None:
-    extra = [str(env["data"]) if arg == "IN" else arg for arg in extra]
     result = runner.invoke(app, batch_args(env, tmp_path / "o.jsonl", *extra))
     assert result.exit_code == 2, result.output
     assert message in said(result) and "Traceback" not in result.output
