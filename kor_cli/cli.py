@@ -331,8 +331,8 @@ def batch_cmd(
         None,
         "--ray",
         metavar="ADDRESS",
-        help="Extract on Ray workers: local or nothing (start a cluster here), auto (join the running "
-        "one) or HOST:PORT. Needs the ray extra.",
+        help="Extract on Ray workers: local or no address (start a cluster here), auto (join "
+        "the running one) or HOST:PORT. Needs the ray extra.",
     ),
     workers: int | None = typer.Option(
         None, "--workers", min=1, help="--ray: worker actors (default: one per GPU, else 1)."
