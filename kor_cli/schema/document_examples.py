@@ -15,7 +15,7 @@ from typing import Any
 from kor_cli.errors import SchemaError
 from kor_cli.schema.document import escape, resolve_pointer
 from kor_cli.schema.examples import is_empty
-from kor_cli.schema.nodes import Example
+from kor_cli.schema.nodes import Example, is_example_list
 
 Found = list[tuple[str, dict[str, Any] | None]]
 
@@ -89,13 +89,7 @@ class _Walker:
         self, schema: dict[str, Any], pointer: str, path: str, many: bool
     ) -> list[Example]:
         items = schema.get("x-kor-examples", [])
-        ok = isinstance(items, list) and all(
-            isinstance(item, dict)
-            and set(item) == {"text", "output"}
-            and isinstance(item["text"], str)
-            for item in items
-        )
-        if not ok:
+        if not is_example_list(items):
             raise SchemaError(
                 f'{self.source}: \'x-kor-examples\' must be a list of {{"text", "output"}} '
                 f"at '{pointer or '/'}'"

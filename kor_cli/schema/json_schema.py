@@ -34,6 +34,7 @@ from kor_cli.schema.nodes import (
     Node,
     Option,
     did_you_mean,
+    is_example_list,
     snake_case,
 )
 
@@ -274,13 +275,7 @@ class _Converter:
 
     def examples(self, schema: dict[str, Any], pointer: str) -> list[tuple[str, Any]]:
         items = schema.get("x-kor-examples", [])
-        ok = isinstance(items, list) and all(
-            isinstance(item, dict)
-            and set(item) == {"text", "output"}
-            and isinstance(item["text"], str)
-            for item in items
-        )
-        if not ok:
+        if not is_example_list(items):
             raise self.bad_examples(
                 '\'x-kor-examples\' must be a list of {"text", "output"}', pointer
             )

@@ -194,3 +194,11 @@ def _check_constraint_value(key: str, value: Any, where: str) -> None:
             raise SchemaError(f"{where} must be a number greater than 0, got {value!r}")
     elif not is_number:
         raise SchemaError(f"{where} must be a number, got {value!r}")
+
+
+def is_example_list(items: Any) -> bool:
+    """True for a JSON Schema's `x-kor-examples` shape: a list of {"text": str, "output": …}."""
+    return isinstance(items, list) and all(
+        isinstance(item, dict) and set(item) == {"text", "output"} and isinstance(item["text"], str)
+        for item in items
+    )
