@@ -1,11 +1,12 @@
 """`kor-cli batch`: many texts → one resumable JSONL file of result rows, in input order.
 
 The run: resolve inputs and lock the output (fail fast, before the model loads), skip
-the ids an earlier run already wrote, then extract `--batch-size` records at a time and
-append each batch's rows with one fsync'd write. The extraction itself (planning,
-chunking, error rows) is kor_cli/runner.py's, shared with `compare`; the row type is
-kor_cli/result.py's. Progress goes to stderr, never data. Ctrl-C finishes the current
-batch, prints the summary and exits 130.
+the ids an earlier run already wrote, then extract with `--batch-size` records in flight
+(a finished record's slot takes the next one at once) and append the rows, in input order,
+with one fsync'd write whenever rows are ready. The extraction itself (planning, chunking,
+error rows, continuous batching) is kor_cli/runner.py's, shared with `compare`; the row
+type is kor_cli/result.py's. Progress goes to stderr, never data. Ctrl-C takes no new
+record, finishes those in flight, prints the summary and exits 130.
 """
 
 from __future__ import annotations
@@ -326,17 +327,24 @@ def local_engine(
     def rows_of(
         batches: Iterator[list[Record]], stop: threading.Event
     ) -> Iterator[list[ExtractResult]]:
-        for batch in batches:
-            yield runner.run(batch)
-            if stop.is_set():
-                return
+        """One stream over every batch: records are pulled as slots free up, none after
+        `stop` is set; every record pulled gets its row."""
+
+        def records() -> Iterator[Record]:
+            for batch in batches:
+                for record in batch:
+                    if stop.is_set():
+                        return
+                    yield record
+
+        yield from runner.stream(records())
 
     yield rows_of
 
 
 @contextmanager
 def _stop_on_ctrl_c() -> Iterator[threading.Event]:
-    """First Ctrl-C: finish the current batch, then stop. Second Ctrl-C: stop now."""
+    """First Ctrl-C: finish the records in flight, then stop. Second Ctrl-C: stop now."""
     stop = threading.Event()
     if threading.current_thread() is not threading.main_thread():
         yield stop
@@ -346,7 +354,7 @@ def _stop_on_ctrl_c() -> Iterator[threading.Event]:
         if stop.is_set():
             raise KeyboardInterrupt
         stop.set()
-        info("kor-cli: stopping after the current batch (Ctrl-C again to stop now)")
+        info("kor-cli: stopping after the records in flight (Ctrl-C again to stop now)")
 
     previous = signal.signal(signal.SIGINT, handle)
     try:

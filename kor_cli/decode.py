@@ -118,6 +118,8 @@ def choose_tokens(logits: Any, options: SamplingOptions, generator: Any) -> list
 
 
 Request = tuple[list[int], "Constraint | None"]
+# Results that need no pass (None requests, rows done at start) go out this many at a time.
+READY_LIMIT = 64
 
 
 class Decoder:
@@ -161,23 +163,27 @@ class Decoder:
             requests, options, slots=slots or len(requests) or 1,
             stop_strings=stop_strings, observer=observer,
         )  # fmt: skip
-        for index, result in stream:
-            results[index] = result
+        for group in stream:
+            for index, result in group:
+                results[index] = result
         return [r for r in results if r is not None]
 
     def generate_stream(
         self,
-        requests: Iterable[Request],
+        requests: Iterable[Request | None],
         options: SamplingOptions,
         *,
         slots: int,
         stop_strings: tuple[str, ...] = (),
         observer: StepObserver | None = None,
-    ) -> Iterator[tuple[int, DecodeResult]]:
-        """(input index, result) for each (prompt, constraint) request, as rows finish.
+    ) -> Iterator[list[tuple[int, DecodeResult | None]]]:
+        """(input index, result) for each (prompt, constraint) request, as rows finish, in
+        lists of those that finished together (one list per pass, at most).
 
         Up to `slots` rows are in flight; a finished row's slot takes the next request at
-        once (when the backend refills), so no row waits for the slowest of a batch.
+        once (when the backend refills), so no row waits for the slowest of a batch. A
+        None request is answered with (index, None) without a forward pass, so a caller
+        gets control back to write what needs no model.
         """
         import torch
 
@@ -192,6 +198,7 @@ class Decoder:
         live: dict[int, _Row] = {}  # slot -> row
         inputs: dict[int, list[int]] = {}  # slot -> tokens to feed next
         exhausted = False
+        ready: list[tuple[int, DecodeResult | None]] = []
         while True:
             new: dict[int, list[int]] = {}
             while free and not exhausted and (backend.refills or not live):
@@ -199,16 +206,25 @@ class Decoder:
                 if item is None:
                     exhausted = True
                     break
-                index, (prompt, constraint) = item
+                index, request = item
+                if len(ready) >= READY_LIMIT:
+                    yield ready
+                    ready = []
+                if request is None:
+                    ready.append((index, None))
+                    continue
+                prompt, constraint = request
                 row = _Row(index, constraint)
                 forced = self._force_at_start(row, options.max_new_tokens)
-                if row.finish:
-                    yield index, self._result(row, stop_strings)
+                if row.finish:  # the grammar's forced text reached --max-tokens
+                    ready.append((index, self._result(row, stop_strings)))
                     continue
                 slot = free.pop()
                 live[slot] = row
                 new[slot] = prompt + forced
             if not live:
+                if ready:
+                    yield ready
                 return
             with torch.inference_mode():  # not held across yields
                 order, states = self._forward(new, inputs, live)
@@ -225,7 +241,10 @@ class Decoder:
             for slot in done:
                 row = live.pop(slot)
                 free.append(slot)
-                yield row.index, self._result(row, stop_strings)
+                ready.append((row.index, self._result(row, stop_strings)))
+            if ready:
+                yield ready
+                ready = []
 
     def _forward(
         self, new: dict[int, list[int]], inputs: dict[int, list[int]], live: dict[int, _Row]

@@ -106,14 +106,17 @@ class Extractor:
         return () if self.constraints else self.options.envelope.stop_strings
 
     def extract_stream(
-        self, texts: Iterable[str], slots: int
-    ) -> Iterator[tuple[int, ExtractResult]]:
-        """(input index, result) per text as rows finish, `slots` in flight: a finished
-        row's slot takes the next text at once (continuous batching). A runner that writes
-        in input order holds results back until the ones before them are in."""
+        self, texts: Iterable[str | None], slots: int
+    ) -> Iterator[list[tuple[int, ExtractResult | None]]]:
+        """(input index, result) per text as rows finish, in lists of those that finished
+        together, `slots` in flight: a finished row's slot takes the next text at once
+        (continuous batching). A runner that writes in input order holds results back
+        until the ones before them are in. A None text is answered with (index, None)
+        without the model (a placeholder for a record the model never sees)."""
         factory = self.constraints
         requests = (
-            (self.prompt_ids(text), factory.new() if factory else None) for text in texts
+            None if text is None else (self.prompt_ids(text), factory.new() if factory else None)
+            for text in texts
         )
         stream = self.decoder.generate_stream(
             requests,
@@ -121,8 +124,8 @@ class Extractor:
             slots=slots,
             stop_strings=self._stop_strings,
         )
-        for index, decoded in stream:
-            yield index, self._finish(decoded)
+        for group in stream:
+            yield [(i, None if decoded is None else self._finish(decoded)) for i, decoded in group]
 
     def _finish(self, decoded: DecodeResult) -> ExtractResult:
         """Parse and validate one generation into a result."""

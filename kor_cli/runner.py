@@ -1,15 +1,19 @@
-"""Records in → result rows out, in order: what `batch` and `compare` share.
+"""Records in → result rows out, in order: what `batch`, `compare` and Ray workers share.
 
 Per record the planner decides: extract the text whole, split it into chunks that fit
-the model's context (kor_cli/chunking.py), or refuse it as too long. All texts and
-chunks of a group of records are extracted `batch_size` at a time through one seam
-(`extract_batch`), chunk results are merged, and every record gets exactly one
-`ExtractResult` row — an input error row when the model never saw it.
+the model's context (kor_cli/chunking.py), or refuse it as too long. The texts and chunks
+of the whole input flow through one seam (`extract_stream`) with `batch_size` in flight:
+a finished row's slot takes the next text at once (continuous batching), so no record
+waits for the slowest of a group. Results are held until the records before them are
+done, chunk results are merged, and every record gets exactly one `ExtractResult` row, in
+input order — an input error row when the model never saw it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections import deque
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from kor_cli.chunking import Chunk, merge_results, split_text
@@ -25,16 +29,14 @@ if TYPE_CHECKING:
 CHUNK_MARGIN = 8
 
 
-def extract_batch(extractor: Extractor, texts: list[str]) -> list[ExtractResult]:
-    """Extract several texts; the seam for batched decoding.
-
-    Uses `Extractor.extract_batch` (one batched generation) when the extractor has it,
-    else extracts the texts one by one.
-    """
-    batched = getattr(extractor, "extract_batch", None)
-    if batched is not None:
-        return list(batched(texts))
-    return [extractor.extract(text) for text in texts]
+def extract_stream(
+    extractor: Extractor, texts: Iterable[str | None], slots: int
+) -> Iterator[list[tuple[int, ExtractResult | None]]]:
+    """(input index, result) per text as rows finish, in lists of those that finished
+    together, `slots` in flight; the seam for batched decoding. A None text is answered
+    with (index, None) without a forward pass: the caller gets control back to write
+    rows that need no model."""
+    return extractor.extract_stream(texts, slots)
 
 
 def model_context(loaded: LoadedModel) -> int | None:
@@ -90,8 +92,18 @@ class Planner:
         return chunks
 
 
+@dataclass
+class _Pending:
+    """A record waiting for its row: its plan (chunks, or an input error) and results."""
+
+    record: Record
+    plan: list[Chunk] | str
+    results: list[ExtractResult | None]
+    missing: int
+
+
 class Runner:
-    """One extractor over groups of records: one result row per record, in order.
+    """One extractor over a stream of records: one result row per record, in order.
 
     `chunk_tokens`: None splits what does not fit the context, 0 never splits.
     `keep`: record fields copied into each row (`batch --keep`).
@@ -111,30 +123,64 @@ class Runner:
         self.planner = Planner(extractor, model_context(extractor.loaded), chunk_tokens)
 
     def run(self, records: Sequence[Record]) -> list[ExtractResult]:
-        """Rows for `records`, in order; all their texts and chunks extracted together."""
-        mode = self.extractor.options.mode
-        plans: list[list[Chunk] | str] = []
-        for record in records:
-            if record.text is None:
-                plans.append(record.error or "input: no text")
-                continue
-            try:
-                plans.append(self.planner.plan(record.text))
-            except TooLong as error:
-                plans.append(str(error))
-        texts = [chunk.text for plan in plans if not isinstance(plan, str) for chunk in plan]
-        results: list[ExtractResult] = []
-        for start in range(0, len(texts), self.batch_size):
-            results += extract_batch(self.extractor, texts[start : start + self.batch_size])
-        rows, taken = [], 0
-        for record, plan in zip(records, plans, strict=True):
-            if isinstance(plan, str):
-                outcome = ExtractResult.input_error(plan, mode)
+        """Rows for `records`, in order."""
+        return [row for rows in self.stream(records) for row in rows]
+
+    def stream(self, records: Iterable[Record]) -> Iterator[list[ExtractResult]]:
+        """Rows for `records` in input order, in lists of the rows that became ready
+        together. Records are pulled only as slots free up (at most `batch_size` texts
+        in flight), so a caller can stop the input and still get a row for every record
+        it handed over."""
+        queue: deque[_Pending] = deque()
+        owners: dict[int, tuple[_Pending, int]] = {}  # text index -> (record, chunk)
+
+        def texts() -> Iterator[str | None]:
+            index = 0
+            for record in records:
+                pending = self._plan(record)
+                queue.append(pending)
+                if isinstance(pending.plan, str):
+                    index += 1
+                    yield None  # hands control back so the rows before it can go out
+                    continue
+                for at, chunk in enumerate(pending.plan):
+                    owners[index] = (pending, at)
+                    index += 1
+                    yield chunk.text
+
+        for group in extract_stream(self.extractor, texts(), self.batch_size):
+            for index, result in group:
+                if result is not None:
+                    pending, at = owners.pop(index)
+                    pending.results[at] = result
+                    pending.missing -= 1
+            ready = []
+            while queue and not queue[0].missing:
+                ready.append(self._row(queue.popleft()))
+            if ready:
+                yield ready
+        if any(pending.missing for pending in queue):
+            raise RuntimeError("the extraction stream ended before every text had a result")
+        if queue:
+            yield [self._row(pending) for pending in queue]
+
+    def _plan(self, record: Record) -> _Pending:
+        if record.text is None:
+            return _Pending(record, record.error or "input: no text", [], 0)
+        try:
+            chunks = self.planner.plan(record.text)
+        except TooLong as error:
+            return _Pending(record, str(error), [], 0)
+        return _Pending(record, chunks, [None] * len(chunks), len(chunks))
+
+    def _row(self, pending: _Pending) -> ExtractResult:
+        plan = pending.plan
+        if isinstance(plan, str):
+            outcome = ExtractResult.input_error(plan, self.extractor.options.mode)
+        else:
+            results = [result for result in pending.results if result is not None]
+            if len(plan) == 1:
+                outcome = results[0]
             else:
-                own, taken = results[taken : taken + len(plan)], taken + len(plan)
-                if len(plan) == 1:
-                    outcome = own[0]
-                else:
-                    outcome = merge_results(plan, own, self.extractor.model_class)
-            rows.append(outcome.for_record(record, self.keep))
-        return rows
+                outcome = merge_results(plan, results, self.extractor.model_class)
+        return outcome.for_record(pending.record, self.keep)

@@ -201,3 +201,61 @@ def build_tiny_model(
         bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id
     ).save_pretrained(folder)
     return folder
+
+
+def stream_of_batches(extract: Any) -> Any:
+    """A stand-in for the runner's seam `kor_cli.runner.extract_stream` built from
+    `extract(extractor, texts) -> results` (one list at a time): texts are taken `slots`
+    at a time, a None text is answered at once with None, as the real stream does."""
+
+    def stream(extractor: Any, texts: Any, slots: int) -> Any:
+        def run(group: list[tuple[int, str]]) -> list[tuple[int, Any]]:
+            results = extract(extractor, [text for _, text in group])
+            return list(zip([index for index, _ in group], results, strict=True))
+
+        group: list[tuple[int, str]] = []
+        for index, text in enumerate(texts):
+            if text is None:
+                yield [(index, None)]
+                continue
+            group.append((index, text))
+            if len(group) == slots:
+                yield run(group)
+                group = []
+        if group:
+            yield run(group)
+
+    return stream
+
+
+def simulated_stream(answer: Any, steps: Any, widths: list[int] | None = None) -> Any:
+    """A continuous-batching stand-in for `kor_cli.runner.extract_stream`: text t takes
+    `steps(t)` steps, `slots` rows step together, a finished row's slot takes the next
+    text at once, results come out as rows finish (`answer(extractor, t)`); `widths`
+    collects the rows in flight at each step."""
+
+    def stream(extractor: Any, texts: Any, slots: int) -> Any:
+        pending = enumerate(texts)
+        live: dict[int, list[Any]] = {}  # index -> [text, steps left]
+        exhausted = False
+        while True:
+            while len(live) < slots and not exhausted:
+                item = next(pending, None)
+                if item is None:
+                    exhausted = True
+                elif item[1] is None:
+                    yield [(item[0], None)]
+                else:
+                    live[item[0]] = [item[1], max(1, steps(item[1]))]
+            if not live:
+                return
+            if widths is not None:
+                widths.append(len(live))
+            finished = []
+            for index in list(live):
+                live[index][1] -= 1
+                if not live[index][1]:
+                    finished.append((index, answer(extractor, live.pop(index)[0])))
+            yield finished
+
+    return stream

@@ -105,13 +105,16 @@ def test_refilled_slots_give_the_tokens_of_unbatched_runs(tiny: LoadedModel) -> 
 def test_stream_yields_every_index_once_as_rows_finish(tiny: LoadedModel) -> None:
     prompts = prompts_for(tiny)
     decoder = Decoder(tiny)
-    order = [
-        index
-        for index, _ in decoder.generate_stream(
-            ((p, None) for p in prompts), SamplingOptions(max_new_tokens=4), slots=2
+    groups = list(
+        decoder.generate_stream(
+            [(p, None) for p in prompts[:2]] + [None] + [(p, None) for p in prompts[2:]],
+            SamplingOptions(max_new_tokens=4),
+            slots=2,
         )
-    ]
-    assert sorted(order) == list(range(len(prompts)))
+    )
+    order = [index for group in groups for index, _ in group]
+    assert sorted(order) == list(range(len(prompts) + 1)) and all(groups)
+    assert [result for group in groups for index, result in group if index == 2] == [None]
 
 
 def test_transformers_cache_fallback_agrees(tiny: LoadedModel) -> None:

@@ -1,7 +1,7 @@
 """`kor-cli batch` end to end on a tiny random-weight model (prompt mode, --max-tokens 8).
 
 Random weights never produce a valid record, so tests that need valid rows replace the
-extraction seam `kor_cli.runner.extract_batch` with a scripted one; everything else
+extraction seam `kor_cli.runner.extract_stream` with a scripted one; everything else
 (inputs, planning, chunking, model loading, the sink) runs for real.
 """
 
@@ -23,7 +23,12 @@ from kor_cli import runner as runner_module
 from kor_cli.cli import app
 from kor_cli.extract import ExtractResult
 from kor_cli.sink import OutputSink
-from kor_cli.testing import build_tiny_model, load_offline_tokenizer
+from kor_cli.testing import (
+    build_tiny_model,
+    load_offline_tokenizer,
+    simulated_stream,
+    stream_of_batches,
+)
 
 runner = CliRunner()
 
@@ -81,24 +86,29 @@ def write_jsonl(path: Path, rows: list[Any]) -> Path:
     return path
 
 
+def script(extractor: Any, texts: list[str]) -> list[ExtractResult]:
+    """Every text gives a valid record naming its capitals."""
+    results = []
+    for text in texts:
+        names = [w.strip(".,") for w in text.split() if w[:1].isupper()]
+        root = extractor.schema.root
+        value: Any = [{"name": n} for n in names] if root.many else {"name": names[0]}
+        results.append(
+            ExtractResult({root.id: value}, True, [], "<json/>", "stop", "prompt", 1, 1, 0, 0.0)
+        )
+    return results
+
+
 @pytest.fixture
 def scripted(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """Replace the extraction seam: every text gives a valid record naming its capitals."""
+    """Replace the extraction seam with `script`; returns the texts it saw."""
     seen: list[str] = []
 
     def fake(extractor: Any, texts: list[str]) -> list[ExtractResult]:
         seen.extend(texts)
-        results = []
-        for text in texts:
-            names = [w.strip(".,") for w in text.split() if w[:1].isupper()]
-            root = extractor.schema.root
-            value: Any = [{"name": n} for n in names] if root.many else {"name": names[0]}
-            results.append(
-                ExtractResult({root.id: value}, True, [], "<json/>", "stop", "prompt", 1, 1, 0, 0.0)
-            )
-        return results
+        return script(extractor, texts)
 
-    monkeypatch.setattr(runner_module, "extract_batch", fake)
+    monkeypatch.setattr(runner_module, "extract_stream", stream_of_batches(fake))
     return seen
 
 
@@ -179,13 +189,13 @@ def test_folders_globs_and_stdin(env: dict[str, Path], tmp_path: Path, scripted:
 
 
 def test_resume_after_kill_9(env: dict[str, Path], tmp_path: Path) -> None:
-    count = 16
+    count = 40
     data = write_jsonl(
         tmp_path / "in.jsonl", [{"id": f"d{i:02d}", "text": f"Ann {i}."} for i in range(count)]
     )
     out = tmp_path / "out.jsonl"
     args = [str(env["person"]), str(data), "-o", str(out), "-m", str(env["model"])]
-    args += ["--max-tokens", "8", "--batch-size", "1"]
+    args += ["--max-tokens", "8", "--batch-size", "1", "--mode", "prompt"]
     proc = subprocess.Popen(
         [sys.executable, "-m", "kor_cli", "batch", *args],
         stdout=subprocess.DEVNULL,
@@ -203,9 +213,11 @@ def test_resume_after_kill_9(env: dict[str, Path], tmp_path: Path) -> None:
     written = out.read_bytes().count(b"\n")
     assert 2 <= written < count
     with out.open("ab") as handle:  # a write torn by the kill: half a row, no newline
-        handle.write(b'{"id": "d15", "input": "in.js')
+        handle.write(b'{"id": "d39", "input": "in.js')
 
-    result = invoke(env, "person", str(data), "-o", str(out), "--batch-size", "4")
+    result = invoke(
+        env, "person", str(data), "-o", str(out), "--batch-size", "4", "--mode", "prompt"
+    )
     assert result.exit_code == 3, result.output  # random weights: no row is valid
     assert "dropped a torn last line" in said(result)
     assert [r["id"] for r in read_rows(out)] == [f"d{i:02d}" for i in range(count)]
@@ -215,18 +227,71 @@ def test_ctrl_c_finishes_the_batch_then_exits_130(
     env: dict[str, Path], tmp_path: Path, scripted: list[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     data = write_jsonl(tmp_path / "in.jsonl", [{"text": f"Ann {i}."} for i in range(10)])
-    fake = runner_module.extract_batch
 
     def interrupted(extractor: Any, texts: list[str]) -> list[ExtractResult]:
         os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C in the middle of the first batch
-        return fake(extractor, texts)
+        return script(extractor, texts)
 
-    monkeypatch.setattr(runner_module, "extract_batch", interrupted)
+    monkeypatch.setattr(runner_module, "extract_stream", stream_of_batches(interrupted))
     out = tmp_path / "out.jsonl"
     result = invoke(env, "person", str(data), "-o", str(out), "--batch-size", "3")
     assert result.exit_code == 130
-    assert "stopping after the current batch" in said(result) and "interrupted" in said(result)
+    assert "stopping after the records in flight" in said(result) and "interrupted" in said(result)
     assert [r["id"] for r in read_rows(out)] == [1, 2, 3]
+
+
+def test_continuous_batching_ctrl_c_and_resume_write_each_record_once_in_order(
+    env: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Texts of 1-9 words take that many steps; rows finish out of order across slots."""
+    texts = [" ".join(["Ann"] * (i * 5 % 9 + 1)) for i in range(30)]
+    data = write_jsonl(
+        tmp_path / "in.jsonl", [{"id": f"r{i}", "text": t} for i, t in enumerate(texts)]
+    )
+    out = tmp_path / "out.jsonl"
+    extracted: list[str] = []
+    interrupt = [True]
+
+    def answer(extractor: Any, text: str) -> ExtractResult:
+        extracted.append(text)
+        if len(extracted) == 6 and interrupt.pop():
+            os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C while rows are in flight
+        return script(extractor, [text])[0]
+
+    widths: list[int] = []
+    monkeypatch.setattr(
+        runner_module, "extract_stream", simulated_stream(answer, lambda t: len(t.split()), widths)
+    )
+    result = invoke(env, "person", str(data), "-o", str(out), "--batch-size", "4")
+    assert result.exit_code == 130, result.output
+    first = [r["id"] for r in read_rows(out)]
+    assert first == [f"r{i}" for i in range(len(first))] and 6 <= len(first) < 30
+    assert len(extracted) == len(first)  # what was in flight finished and was written
+    assert 4 in widths and extracted != texts[: len(extracted)]  # out of order inside
+
+    extracted.clear()
+    interrupt.append(False)
+    result = invoke(env, "person", str(data), "-o", str(out), "--batch-size", "4")
+    assert result.exit_code == 0, result.output
+    rows = read_rows(out)
+    assert [r["id"] for r in rows] == [f"r{i}" for i in range(30)]
+    assert sorted(extracted) == sorted(texts[len(first) :])  # the rest, each once
+    assert all(r["data"] == {"person": {"name": "Ann"}} for r in rows)
+
+
+def test_rows_do_not_depend_on_the_batch_size(env: dict[str, Path], tmp_path: Path) -> None:
+    """The real decoder with continuous batching: same rows, same order as one at a time."""
+    texts = ["Ann.", "Bo is 40 and lives in Leeds with Cy.", "", "Di is 7.", "Ed " * 12]
+    data = write_jsonl(tmp_path / "in.jsonl", [{"text": t} for t in texts])
+    outs = []
+    for size in ("1", "3"):
+        out = tmp_path / f"out{size}.jsonl"
+        result = invoke(
+            env, "person", str(data), "-o", str(out), "--batch-size", size, "--mode", "prompt"
+        )
+        assert result.exit_code == 3, result.output
+        outs.append([(r["id"], r["raw"], r["tokens"], r["finish_reason"]) for r in read_rows(out)])
+    assert outs[0] == outs[1] and [row[0] for row in outs[0]] == [1, 2, 3, 4, 5]
 
 
 def test_long_text_is_chunked_with_the_real_model(env: dict[str, Path], tmp_path: Path) -> None:

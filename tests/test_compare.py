@@ -18,6 +18,7 @@ from kor_cli.compare import METRICS, MISSING, ModeStats, leaf_count, parse_modes
 from kor_cli.errors import UsageError
 from kor_cli.extract import ExtractResult
 from kor_cli.report import render_html
+from kor_cli.testing import stream_of_batches
 
 ROOT = Path(__file__).resolve().parents[1]
 PERSON = str(ROOT / "schemas" / "person.yaml")
@@ -186,7 +187,7 @@ def test_cli_scores_gold_through_the_real_run(
             for t in texts
         ]
 
-    monkeypatch.setattr(runner_module, "extract_batch", scripted)
+    monkeypatch.setattr(runner_module, "extract_stream", stream_of_batches(scripted))
     code, out, err = invoke(
         "compare", PERSON, str(data_file), "-m", tiny_model_dir, "--modes", "prompt", "--json"
     )

@@ -210,11 +210,12 @@ def test_batch_rows_say_empty(
 
     from kor_cli import runner
     from kor_cli.cli import app
+    from kor_cli.testing import stream_of_batches
 
     def nothing(extractor: Any, texts: list[str]) -> list[ExtractResult]:
         return [outcome({}, empty=True) for _ in texts]
 
-    monkeypatch.setattr(runner, "extract_batch", nothing)
+    monkeypatch.setattr(runner, "extract_stream", stream_of_batches(nothing))
     data = tmp_path / "in.jsonl"
     data.write_text(json.dumps({"id": "p", "text": PARIS}) + "\n")
     out = tmp_path / "out.jsonl"

@@ -299,7 +299,7 @@ def test_ctrl_c_writes_what_is_in_flight_then_exits_130(
     args = batch_args(env, out, "--batch-size", "1", "--ray", "auto", "--workers", "2")
     result = runner.invoke(app, args)
     assert result.exit_code == 130, result.output
-    assert "stopping after the current batch" in said(result)
+    assert "stopping after the records in flight" in said(result)
     rows = rows_of(out)
     assert 1 <= len(rows) < len(reference) and rows == reference[: len(rows)]
     assert runner.invoke(app, args).exit_code == 3

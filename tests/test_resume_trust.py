@@ -158,6 +158,7 @@ def scripted(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> list[str]:
     from kor_cli import backends
     from kor_cli import runner as runner_module
     from kor_cli.result import ExtractResult
+    from kor_cli.testing import stream_of_batches
 
     seen: list[str] = []
 
@@ -172,7 +173,7 @@ def scripted(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> list[str]:
         model = None
         tokenizer = staticmethod(lambda text, **kw: {"input_ids": list(range(len(text)))})
 
-    monkeypatch.setattr(runner_module, "extract_batch", fake)
+    monkeypatch.setattr(runner_module, "extract_stream", stream_of_batches(fake))
     monkeypatch.setattr(backends, "load_backend", lambda *a, **k: Loaded())
     monkeypatch.setattr("kor_cli.extract.Extractor.__init__", _fake_init)
     (tmp_path / "person.yaml").write_text(SCHEMA)

@@ -13,6 +13,7 @@ from kor_cli.errors import UsageError
 from kor_cli.records import Record
 from kor_cli.result import ROW_FIELDS, ExtractResult
 from kor_cli.runner import Runner
+from kor_cli.testing import simulated_stream
 
 OUTCOME = [
     "data", "valid", "errors", "raw", "finish_reason", "mode", "tokens", "forward_passes",
@@ -47,35 +48,28 @@ class Options:
     sampling: SamplingOptions = field(default_factory=lambda: SamplingOptions(max_new_tokens=10))
 
 
+def answer(extractor: FakeExtractor, text: str) -> ExtractResult:
+    """The list of the text's capitalised words; the text is logged as extracted."""
+    extractor.done.append(text)
+    names = [w for w in text.split() if w[:1].isupper()]
+    return ExtractResult({"person": names}, True, [], "raw", "stop", "prompt", 2, 2, 0, 0.25)
+
+
 class FakeExtractor:
-    """Answers each text with the list of its capitalised words; counts its calls."""
+    """Continuous batching simulated: a text of n words takes n decode steps."""
 
     def __init__(self) -> None:
         self.loaded = Loaded()
         self.options = Options()
         self.model_class = Record_
-        self.calls: list[list[str]] = []
+        self.done: list[str] = []  # texts in the order they finished
+        self.widths: list[int] = []  # rows in flight per step
+        self.extract_stream = lambda texts, slots: simulated_stream(
+            answer, lambda t: len(t.split()), self.widths
+        )(self, texts, slots)
 
     def prompt_ids(self, text: str) -> list[int]:
         return list(range(20 + len(text.split())))  # a 20-token prompt around the text
-
-    def extract_batch(self, texts: list[str]) -> list[ExtractResult]:
-        self.calls.append(list(texts))
-        return [
-            ExtractResult(
-                {"person": [w for w in t.split() if w[:1].isupper()]},
-                True,
-                [],
-                "raw",
-                "stop",
-                "prompt",
-                2,
-                2,
-                0,
-                0.25,
-            )  # fmt: skip
-            for t in texts
-        ]
 
 
 def rec(number: int, text: str | None, error: str | None = None) -> Record:
@@ -95,17 +89,79 @@ def test_rows_in_order_with_identity_errors_and_batches() -> None:
         {"person": ["Di"]},
     ]
     assert rows[1].finish_reason == "input" and rows[1].errors == ["input: line 2: bad"]
-    assert extractor.calls == [["Ann met Bo", "Cy"], ["Di"]]  # the error row costs no slot
+    assert extractor.done == ["Cy", "Di", "Ann met Bo"]  # short texts finished first
+    assert extractor.widths == [2, 2, 1]  # the error row costs no slot; Di took Cy's
     assert rows[0].to_dict()["tag"] == "t1"
+
+
+def mixed(count: int) -> list[Record]:
+    """Records of 1 to 9 words in a scrambled order, an input error every 7th."""
+    return [
+        rec(i, None, f"input: line {i}: bad") if i % 7 == 0 else rec(i, "Ann " * (i * 5 % 9 + 1))
+        for i in range(1, count + 1)
+    ]
+
+
+def test_continuous_batching_keeps_order_and_every_record_once() -> None:
+    extractor = FakeExtractor()
+    records = mixed(40)
+    rows = Runner(extractor, batch_size=4).run(records)  # type: ignore[arg-type]
+    assert [row.id for row in rows] == list(range(1, 41))
+    assert [row.data is None for row in rows] == [r.text is None for r in records]
+    for row, record in zip(rows, records, strict=True):
+        if record.text is not None:
+            assert row.data == {"person": record.text.split()}
+    texts = [r.text for r in records if r.text is not None]
+    assert sorted(extractor.done) == sorted(texts) and extractor.done != texts  # out of order
+    # slots are refilled at once: every step but the last few runs 4 rows, and the run
+    # takes far fewer steps than groups of 4 waiting for their longest text
+    assert extractor.widths[: len(extractor.widths) - 8] == [4] * (len(extractor.widths) - 8)
+    groups = sum(max(len(t.split()) for t in texts[i : i + 4]) for i in range(0, len(texts), 4))
+    assert len(extractor.widths) <= sum(len(t.split()) for t in texts) // 4 + 9 < groups
+
+
+def test_stream_hands_rows_out_early_and_reads_only_what_it_needs() -> None:
+    extractor = FakeExtractor()
+    pulled: list[int] = []
+
+    def records() -> Any:
+        for record in [rec(1, "Ann"), rec(2, "Bo"), *mixed(30)[2:], rec(31, "Cy " * 50)]:
+            pulled.append(record.id)
+            yield record
+
+    stream = Runner(extractor, batch_size=3).stream(records())  # type: ignore[arg-type]
+    first = next(stream)
+    assert [row.id for row in first] == [1, 2] and pulled == [1, 2, 3]  # finished together
+    rest = [row.id for rows in stream for row in rows]
+    assert rest == list(range(3, 32))
+
+
+def test_stopping_the_input_still_gives_every_pulled_record_its_row() -> None:
+    extractor = FakeExtractor()
+    pulled: list[int] = []
+    stop = False
+
+    def records() -> Any:
+        for record in mixed(30):
+            if stop:
+                return
+            pulled.append(record.id)
+            yield record
+
+    written = []
+    for rows in Runner(extractor, batch_size=4).stream(records()):  # type: ignore[arg-type]
+        written += [row.id for row in rows]
+        stop = len(written) >= 5  # Ctrl-C: no new record, those in flight finish
+    assert written == pulled and 5 <= len(written) < 30
 
 
 def test_a_long_text_is_chunked_and_merged_into_one_row() -> None:
     extractor = FakeExtractor()
     text = " ".join(f"W{i}." for i in range(40))  # 40 words > 60 - 20 - 10 - 8 = 22 of room
     rows = Runner(extractor, batch_size=8).run([rec(1, text)])  # type: ignore[arg-type]
-    assert len(rows) == 1 and len(extractor.calls[0]) > 1
+    assert len(rows) == 1 and len(extractor.done) > 1
     row = rows[0].to_dict()
-    assert row["valid"] and row["raw"] is None and len(row["chunks"]) == len(extractor.calls[0])
+    assert row["valid"] and row["raw"] is None and len(row["chunks"]) == len(extractor.done)
     assert row["data"]["person"] == [f"W{i}." for i in range(40)]
 
 
