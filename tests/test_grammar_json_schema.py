@@ -434,20 +434,23 @@ def test_unique_items_over_few_values() -> None:
     assert accepts({**schema, "maxItems": 1, "items": {"type": "string"}}, ["x"])
 
 
-def test_recursion_is_unrolled() -> None:
+def test_recursion_has_no_depth_bound() -> None:
     tree = {
         "type": "object",
         "properties": {"v": {"type": "integer"}, "kids": {"type": "array", "items": {"$ref": "#"}}},
         "required": ["v"],
     }
+    grammar = compile_json_schema(tree)
+    assert grammar.recursive and len(grammar.rules.names) == 2  # the start and the kids rule
+    # the bounded DFA view (for DFA-only consumers) inlines the rules max_recursion_depth deep
     deep = {"v": 1, "kids": [{"v": 2, "kids": [{"v": 3, "kids": [{"v": 4}]}]}]}
     assert accepts(tree, deep)
     assert not accepts(tree, {"v": 0, "kids": [deep]}, max_recursion_depth=3)
     assert accepts(tree, {"v": 0, "kids": [deep]}, max_recursion_depth=4)
     endless = {"type": "object", "properties": {"next": {"$ref": "#"}}, "required": ["next"]}
-    with pytest.raises(GrammarError, match="max_recursion_depth") as error:
+    with pytest.raises(GrammarError, match="no finite expansion") as error:
         compile_json_schema(endless)
-    assert error.value.keyword == "$ref"
+    assert error.value.keyword == "$ref" and error.value.pointer == "/properties/next"
 
 
 def test_any_value_depth() -> None:

@@ -1,4 +1,5 @@
-"""Public facade: JSON Schema / regex / choice list → `Grammar` (a minimal `ByteDFA`).
+"""Public facade: JSON Schema / regex / choice list → `Grammar` (a `RuleSet` of byte-DFA
+rules: one rule, a minimal `ByteDFA`, unless a JSON Schema's `$ref` recurses).
 
 Compiled grammars are kept in a small in-memory LRU cache keyed by the canonical JSON of
 the input and the options.
@@ -20,6 +21,7 @@ from kor_cli.grammar.json_schema import SchemaCompiler
 from kor_cli.grammar.json_values import dumps
 from kor_cli.grammar.limits import Limits, applied
 from kor_cli.grammar.regex import fullmatch
+from kor_cli.grammar.rules import RuleSet
 
 _CACHE_SIZE = 64
 
@@ -30,7 +32,10 @@ class GrammarOptions:
 
     whitespace: "compact" (`,` and `:`) or "spaced" (`", "` and `": "`, like json.dumps).
     lenient: drop keywords that cannot be enforced (with a warning) instead of failing.
-    max_recursion_depth: how many times a recursive `$ref` is unrolled.
+    max_recursion_depth: recursive `$ref`s are rules (any depth, see `json_rules`) except
+        under products (`not`, `oneOf`, `if`/`else`, `contains`, `uniqueItems`, ...), where
+        they are unrolled this many times; also the depth of `Grammar.dfa`'s bounded view
+        of a recursive grammar.
     max_any_depth: how deep unconstrained values (`{}`, `true`) may nest.
     max_states: DFA size limit; larger grammars raise `GrammarError`.
     open_objects: an object schema without `additionalProperties` allows other members
@@ -60,18 +65,51 @@ class GrammarOptions:
     max_properties: int = 1000
 
 
-@dataclass(frozen=True)
 class Grammar:
-    """A compiled grammar: its DFA, what it came from, and dropped-keyword warnings."""
+    """A compiled grammar: its rules, what it came from, and dropped-keyword warnings.
 
-    dfa: ByteDFA
-    kind: str  # "json-schema" | "regex" | "choice"
-    warnings: tuple[str, ...] = ()
+    `rules` is what the pushdown matcher runs. A one-rule grammar's `dfa` is that rule's
+    DFA. A recursive grammar's `dfa` is a bounded view for DFA-only consumers: its rules
+    inlined `max_recursion_depth` deep (built on first use).
+    """
+
+    __slots__ = ("_dfa", "_rules", "_view", "kind", "warnings")
+
+    def __init__(
+        self,
+        dfa: ByteDFA | None,
+        kind: str,  # "json-schema" | "regex" | "choice"
+        warnings: tuple[str, ...] = (),
+        rules: RuleSet | None = None,
+        view: Callable[[], ByteDFA] | None = None,
+    ) -> None:
+        if dfa is None and (rules is None or view is None):
+            raise ValueError("a Grammar needs a DFA, or rules and a DFA view of them")
+        self._dfa, self._rules, self._view = dfa, rules, view
+        self.kind, self.warnings = kind, warnings
+
+    @property
+    def dfa(self) -> ByteDFA:
+        if self._dfa is None:
+            assert self._view is not None
+            self._dfa = self._view()
+        return self._dfa
+
+    @property
+    def rules(self) -> RuleSet:
+        if self._rules is None:
+            self._rules = RuleSet.from_dfa(self.dfa)
+        return self._rules
+
+    @property
+    def recursive(self) -> bool:
+        """True if the grammar has more than one rule (needs the pushdown matcher)."""
+        return self._view is not None
 
     @property
     def key(self) -> str:
-        """Stable hash of the language (the DFA fingerprint)."""
-        return self.dfa.fingerprint()
+        """Stable hash of the language (one rule: the DFA fingerprint)."""
+        return self.rules.key() if self.recursive else self.dfa.fingerprint()
 
 
 _cache: OrderedDict[tuple[str, str, GrammarOptions], Grammar] = OrderedDict()
@@ -149,11 +187,20 @@ def compile_json_schema(
             open_objects=options.open_objects,
             loader=_loader(options),
         )
-        node = compiler.compile()
-        dfa = compile_ast(node, options.max_states)
+        book = compiler.compile()
+        warnings = tuple(compiler.warnings)
+        if book.recursive:
+            rules = RuleSet(book.start, book.build, book.names, key=f"{text} {options!r}")
+            rules.reachable_rules()  # built now: a size error is a compile error
+
+            def view() -> ByteDFA:
+                return compile_ast(book.inlined(options.max_recursion_depth), options.max_states)
+
+            return Grammar(None, "json-schema", warnings, rules, view)
+        dfa = compile_ast(book.bodies[book.start], options.max_states)
         if dfa.is_empty():
             raise compiler.empty_error()
-        return Grammar(dfa, "json-schema", tuple(compiler.warnings))
+        return Grammar(dfa, "json-schema", warnings)
 
     return _cached("json-schema", text, options, build)
 

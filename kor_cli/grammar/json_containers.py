@@ -63,6 +63,13 @@ def _member(c: SchemaCompiler, name: str, value: Node) -> Node:
 
 def array(c: SchemaCompiler, facts: Facts, loc: Location, pos: bool) -> Node:
     """Arrays satisfying the conjunction's array keywords."""
+    if facts.contains or (pos and facts.unique):  # intersected: built without calls
+        with c.exactly():
+            return _array(c, facts, loc, pos)
+    return _array(c, facts, loc, pos)
+
+
+def _array(c: SchemaCompiler, facts: Facts, loc: Location, pos: bool) -> Node:
     lo, hi = facts.min_items, facts.max_items
     parts = facts.arrays + (_unevaluated_items(facts) if pos else [])
     width = max((len(a.prefix) for a in parts), default=0)

@@ -160,10 +160,12 @@ class Collector:
         self.resolver = resolver
         self.active = active_refs
         self.max_depth = max_depth
+        self.bounded = False  # unroll (cut at max_depth) only under products, see json_rules
         self.cut_pointers: list[str] = []
 
     def collect(self, parts: list[Part]) -> Facts | None:
-        """Facts of `parts`, or None when a recursive $ref is cut off at this depth."""
+        """Facts of `parts`, or None when a recursive $ref is cut off at this depth (only
+        while `bounded`: elsewhere recursion becomes rules)."""
         facts = Facts()
         queue = list(parts)
         seen: dict[int, frozenset[str]] = {}
@@ -185,7 +187,7 @@ class Collector:
                 continue
             seen[id(schema)] = skip
             if part.ref:
-                if self.active.get(id(schema), 0) >= self.max_depth:
+                if self.bounded and self.active.get(id(schema), 0) >= self.max_depth:
                     self.cut_pointers.append(part.pointer)
                     return None
                 facts.refs.append(id(schema))

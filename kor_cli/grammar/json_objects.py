@@ -34,7 +34,8 @@ def obj(c: SchemaCompiler, facts: Facts, loc: Location, pos: bool) -> Node:
     if not (objs or facts.property_names or counted):
         return any_object(c, loc, c.max_any_depth - 1) if pos else c.loose_object()
     shape = _Shape(c, objs, pos)
-    names_nodes = [c.conj([p], c.space.at([]), pos) for p in facts.property_names]
+    with c.exactly():  # names are checked on their DFAs
+        names_nodes = [c.conj([p], c.space.at([]), pos) for p in facts.property_names]
     required = shape.required()
     if required is None:
         return NOTHING

@@ -14,8 +14,10 @@ Semantics and choices:
   most `max_any_depth` deep.
 - Arrays follow the spec: without `items`, further items are any values. `contains`
   (with min/maxContains) is exact; `uniqueItems` only for items with few possible values.
-- `$ref` (local pointers, anchors, `$id`s in the document) recursion is unrolled to
-  `max_recursion_depth`; deeper alternatives are unavailable.
+- `$ref` (local pointers, anchors, `$id`s in the document): recursion becomes rules that
+  call each other (`json_rules`; unbounded depth on the pushdown matcher). Under products
+  (`not`, `oneOf`, `if`/`else`, `contains`, `uniqueItems`, ...: see `exactly`) recursion
+  is unrolled to `max_recursion_depth`; deeper alternatives are unavailable there.
 - `allOf` merges its branches; `anyOf` is a union; `dependentRequired`/`dependentSchemas`
   split into "trigger absent" / "present"; `oneOf`, `not` and `if`/`then`/`else` are
   exact on canonical text: each branch minus an over-approximation of the others
@@ -57,6 +59,7 @@ from kor_cli.grammar.json_formats import FORMATS
 from kor_cli.grammar.json_keywords import Collector, Facts, Part
 from kor_cli.grammar.json_location import Location, LocationSpace, reorder
 from kor_cli.grammar.json_refs import Resolver
+from kor_cli.grammar.json_rules import RuleBook
 from kor_cli.grammar.json_values import (
     BOOLEAN,
     NULL,
@@ -133,6 +136,8 @@ class SchemaCompiler:
         self.active: dict[int, int] = {}
         self.collector = Collector(self.resolver, self.active, max_recursion_depth)
         self.max_recursion_depth = max_recursion_depth
+        self.rules = RuleBook(max_states)
+        self.exact = 0  # > 0 while building what a product (DFA operation) will take
         self._any: dict[tuple[int, int], Node] = {}
         self._dfas: dict[int, tuple[Node, ByteDFA]] = {}
         self._keys: dict[tuple[str, ...], Node] = {}
@@ -141,19 +146,25 @@ class SchemaCompiler:
         self._patterns: dict[tuple[str, bool], Node] = {}
         self._numbers: dict[tuple[Any, ...], Node] = {}
 
-    def compile(self) -> Node:
-        """The AST of the whole document; GrammarError if it matches nothing."""
+    def compile(self) -> RuleBook:
+        """The rules of the whole document (one rule unless `$ref` recurses, see
+        `json_rules`); GrammarError if the start rule generates nothing."""
         node = self.conj([Part(self.root, "")], self.space.at([self.root]), True)
-        if is_nothing(node):
+        if is_nothing(node) or not self.rules.finish(node):
             raise self.empty_error()
-        return node
+        return self.rules
 
     def empty_error(self) -> GrammarError:
-        """Why the grammar is empty: a cut recursion, a subtraction, or no value at all."""
+        """Why the grammar is empty: a recursion without a way out, a subtraction, or no
+        value at all."""
+        endless = self.rules.unproductive()
+        if endless:
+            message = "recursive $ref has no finite expansion (every instance would nest forever)"
+            return GrammarError(message, keyword="$ref", pointer=endless[0].lstrip("#"))
         if self.collector.cut_pointers:
             return GrammarError(
                 "recursive $ref has no finite expansion within max_recursion_depth="
-                f"{self.max_recursion_depth}",
+                f"{self.max_recursion_depth} (the bound under not/oneOf/if/contains/uniqueItems)",
                 keyword="$ref",
                 pointer=self.collector.cut_pointers[0],
             )
@@ -177,8 +188,14 @@ class SchemaCompiler:
     # conjunctions and applicators
 
     def conj(self, parts: list[Part], loc: Location, pos: bool) -> Node:
-        """All of `parts` at `loc`; `pos` False over-approximates (see module docstring)."""
+        """All of `parts` at `loc`; `pos` False over-approximates (see module docstring).
+        Outside products a conjunction that recurses becomes a rule (`json_rules`)."""
         check()
+        if pos and not self.exact:
+            return self.rules.conj(parts, loc, lambda: self._conj(parts, loc, pos))
+        return self._conj(parts, loc, pos)
+
+    def _conj(self, parts: list[Part], loc: Location, pos: bool) -> Node:
         facts = self.collector.collect(parts)
         if facts is None:
             return NOTHING if pos else self.loose()
@@ -198,6 +215,24 @@ class SchemaCompiler:
         finally:
             for r in refs:
                 self.active[r] -= 1
+
+    @contextmanager
+    def exactly(self) -> Iterator[None]:
+        """Build what a product takes: no calls; recursion unrolled to max_recursion_depth,
+        counted from here (the depth of the rules around does not count)."""
+        saved = dict(self.active) if not self.exact else None
+        if saved is not None:
+            self.active.clear()
+            self.collector.bounded = True
+        self.exact += 1
+        try:
+            yield
+        finally:
+            self.exact -= 1
+            if saved is not None:
+                self.active.clear()
+                self.active.update(saved)
+                self.collector.bounded = False
 
     def distribute(self, facts: Facts, loc: Location, pos: bool) -> Node:
         """Resolve the first pending applicator (anyOf, oneOf, not, if) by cases."""
@@ -230,16 +265,20 @@ class SchemaCompiler:
         if kind in ("not", "if", "oneOf"):
             self.subtracted.append((kind, holder.pointer))
         if kind == "not":
-            return self.minus(branch(), Part(value, holder.at("not")), loc)
+            with self.exactly():
+                return self.minus(branch(), Part(value, holder.at("not")), loc)
         if kind == "if":
             cond, then, other = _conditional(holder, sub)
-            return alt(branch(cond, *then), self.minus(branch(*other), cond, loc))
+            chosen = branch(cond, *then)
+            with self.exactly():
+                return alt(chosen, self.minus(branch(*other), cond, loc))
         options = [sub(s, kind, k) for k, s in enumerate(value)]
         if kind == "anyOf":
             return alt(*(branch(p) for p in options))
-        kept = [self.settle(branch(p)) for p in options]
-        with self._subtracting(max(depth for _, depth in kept)):
-            negs = [self.conj([p], loc, False) for p in options]
+        with self.exactly():
+            kept = [self.settle(branch(p)) for p in options]
+            with self._subtracting(max(depth for _, depth in kept)):
+                negs = [self.conj([p], loc, False) for p in options]
         return alt(*(difference(node, _others(negs, k)) for k, (node, _) in enumerate(kept)))
 
     def minus(self, keep: Node, part: Part, loc: Location) -> Node:
@@ -322,7 +361,8 @@ class SchemaCompiler:
             texts.append(literal(dumps(reorder(value, loc), self.whitespace)))
         node = alt(*texts)
         if facts.scalar_constraints():
-            node = intersect(node, self.union(facts, loc, pos, facts.types))
+            with self.exactly():
+                node = intersect(node, self.union(facts, loc, pos, facts.types))
         return node
 
     def number(self, facts: Facts, pos: bool, types: frozenset[str]) -> Node:

@@ -1,0 +1,321 @@
+"""Recursive `$ref` compiles to rules (calls), not unrolled copies: instances nest to any
+depth, invalid ones are rejected at any depth, unproductive rules are never called, and
+recursion under products stays bounded and call-free.
+
+Texts are walked through the rule DFAs by a small reference interpreter (`ends`), so
+these tests check the compiler independently of the pushdown matcher.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from decimal import Decimal
+from typing import Any
+
+import jsonschema
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from kor_cli.errors import GrammarError
+from kor_cli.grammar.compile import Grammar, GrammarOptions, compile_json_schema, serialize
+from kor_cli.grammar.json_location import LocationSpace, reorder
+from kor_cli.grammar.json_refs import Resolver
+from kor_cli.grammar.rules import RuleSet
+
+
+def ends(rules: RuleSet, rule_id: int, data: bytes, at: int, memo: dict[Any, set[int]]) -> set[int]:
+    """Positions where a string of rule `rule_id` read from `at` may end."""
+    key = (rule_id, at)
+    if key in memo:
+        return memo[key]
+    memo[key] = set()  # a call back to the same place reads nothing: no new ends
+    rule = rules.rule(rule_id)
+    out: set[int] = set()
+    seen: set[tuple[int, int]] = set()
+    todo = [(rule.dfa.start, at)]
+    while todo:
+        state, pos = todo.pop()
+        if (state, pos) in seen:
+            continue
+        seen.add((state, pos))
+        if rule.dfa.accepting[state]:
+            out.add(pos)
+        if pos < len(data) and rule.dfa.transitions[state, data[pos]]:
+            todo.append((int(rule.dfa.transitions[state, data[pos]]), pos + 1))
+        for callee, back in rule.calls.get(state, ()):
+            todo += [(back, end) for end in ends(rules, callee, data, pos, memo)]
+    memo[key] = out
+    return out
+
+
+def matches(grammar: Grammar, text: str) -> bool:
+    data = text.encode()
+    return len(data) in ends(grammar.rules, grammar.rules.start, data, 0, {})
+
+
+def canonical(schema: Any, instance: Any) -> str:
+    return serialize(reorder(instance, LocationSpace(Resolver(schema)).at([schema])))
+
+
+def check(schema: Any, valid: list[Any], invalid: list[Any]) -> Grammar:
+    grammar = compile_json_schema(schema)
+    validator = jsonschema.Draft202012Validator(schema)
+    for instance in valid:
+        assert validator.is_valid(instance), instance
+        assert matches(grammar, canonical(schema, instance)), instance
+    for instance in invalid:
+        assert not validator.is_valid(instance), instance
+        assert not matches(grammar, canonical(schema, instance)), instance
+    return grammar
+
+
+TREE = {
+    "type": "object",
+    "properties": {"v": {"type": "integer"}, "kids": {"type": "array", "items": {"$ref": "#"}}},
+    "required": ["v"],
+}
+COMMENTS = {
+    "$defs": {
+        "comment": {
+            "type": "object",
+            "properties": {
+                "author": {"type": "string", "maxLength": 8},
+                "text": {"type": "string"},
+                "replies": {"type": "array", "items": {"$ref": "#/$defs/comment"}},
+            },
+            "required": ["author", "text"],
+        }
+    },
+    "type": "object",
+    "properties": {"thread": {"type": "array", "items": {"$ref": "#/$defs/comment"}}},
+    "required": ["thread"],
+}
+RPC = {  # JSON-RPC-like: params are any nesting of arrays/objects of scalars
+    "$defs": {
+        "value": {
+            "anyOf": [
+                {"type": ["string", "integer", "boolean", "null"]},
+                {"type": "array", "items": {"$ref": "#/$defs/value"}},
+                {"type": "object", "additionalProperties": {"$ref": "#/$defs/value"}},
+            ]
+        }
+    },
+    "type": "object",
+    "properties": {
+        "jsonrpc": {"const": "2.0"},
+        "method": {"type": "string"},
+        "params": {"$ref": "#/$defs/value"},
+        "id": {"type": "integer"},
+    },
+    "required": ["jsonrpc", "method", "id"],
+}
+MUTUAL = {  # two rules calling each other: a list of alternating a/b wrappers
+    "$defs": {
+        "a": {"type": "object", "properties": {"b": {"$ref": "#/$defs/b"}}},
+        "b": {"type": "array", "items": {"$ref": "#/$defs/a"}, "maxItems": 2},
+    },
+    "$ref": "#/$defs/a",
+}
+
+
+def nested_tree(depth: int, bad: bool = False) -> dict[str, Any]:
+    node: dict[str, Any] = {"v": "x" if bad else depth}
+    for level in range(depth):
+        node = {"v": level, "kids": [node, {"v": -level}]}
+    return node
+
+
+def nested_comment(depth: int, author: str = "ann") -> dict[str, Any]:
+    node: dict[str, Any] = {"author": author, "text": "deep"}
+    for level in range(depth):
+        node = {"author": "bob", "text": f"level {level}", "replies": [node]}
+    return node
+
+
+def nested_value(depth: int, leaf: Any = 1) -> Any:
+    value = leaf
+    for level in range(depth):
+        value = [value, {"k": value}] if level % 2 else {"x": value, "y": [level]}
+    return value
+
+
+def test_tree_nests_to_any_depth() -> None:
+    grammar = check(
+        TREE,
+        [nested_tree(d) for d in (0, 1, 4, 12)],
+        [nested_tree(12, bad=True), {"kids": []}, {"v": 1, "kids": [{"kids": []}]}],
+    )
+    assert grammar.recursive
+
+
+def test_nested_comments() -> None:
+    check(
+        COMMENTS,
+        [{"thread": []}, {"thread": [nested_comment(10), nested_comment(2)]}],
+        [{"thread": [nested_comment(9, author="a" * 9)]}, {"thread": [{"author": "x"}]}],
+    )
+
+
+def test_json_rpc_params() -> None:
+    call = {"jsonrpc": "2.0", "method": "sum", "id": 1}
+    check(
+        RPC,
+        [call, {**call, "params": nested_value(9)}, {**call, "params": nested_value(6, None)}],
+        [{**call, "params": nested_value(9, 1.5)}, {**call, "jsonrpc": "1.0"}],
+    )
+
+
+def test_ref_to_the_root_and_mutual_recursion() -> None:
+    linked = {"type": "object", "properties": {"next": {"$ref": "#"}, "n": {"type": "integer"}}}
+    chain: dict[str, Any] = {"n": 0}
+    for k in range(15):
+        chain = {"next": chain, "n": k}
+    check(linked, [chain, {}], [{"next": {"next": {"n": "1"}}}])
+    deep: Any = {}
+    for _ in range(8):
+        deep = {"b": [deep, {}]}
+    check(MUTUAL, [deep, {"b": []}], [{"b": [{}, {}, {}]}, {"b": [{"b": [{"b": {}}]}]}])
+
+
+def test_unproductive_rules_are_never_called() -> None:
+    e = {"type": "object", "properties": {"n": {"$ref": "#/$defs/e"}}, "required": ["n"]}
+    endless = {"$defs": {"e": e}}
+    schema = {
+        **endless,
+        "type": "object",
+        "properties": {"a": {"$ref": "#/$defs/e"}, "b": {"$ref": "#"}, "c": {"type": "null"}},
+    }
+    grammar = check(schema, [{}, {"b": {"b": {"c": None}}}], [{"a": {}}])
+    rules = grammar.rules
+    for rule_id in rules.reachable_rules():  # every reachable rule generates a string
+        assert shortest(rules, rule_id, {}) is not None
+    with pytest.raises(GrammarError, match="no finite expansion") as error:
+        compile_json_schema({**schema, "required": ["a"]})
+    assert error.value.keyword == "$ref"
+
+
+def shortest(rules: RuleSet, rule_id: int, memo: dict[int, str | None]) -> str | None:
+    """A shortest string of the rule (None if it has none), by breadth-first search."""
+    if rule_id in memo:
+        return memo[rule_id]
+    memo[rule_id] = None
+    rule = rules.rule(rule_id)
+    paths = {rule.dfa.start: ""}
+    frontier = [rule.dfa.start]
+    while frontier:
+        nxt = []
+        for state in frontier:
+            if rule.dfa.accepting[state]:
+                memo[rule_id] = paths[state]
+                return paths[state]
+            steps = [(int(t), chr(b)) for b, t in enumerate(rule.dfa.transitions[state]) if t]
+            for callee, back in rule.calls.get(state, ()):
+                text = shortest(rules, callee, memo)
+                if text is not None:
+                    steps.append((back, text))
+            for target, text in steps:
+                if target not in paths:
+                    paths[target] = paths[state] + text
+                    nxt.append(target)
+        frontier = nxt
+    return None
+
+
+def test_recursion_under_products_stays_bounded() -> None:
+    # `not` and `oneOf` are exact on whole DFAs: their branches are unrolled, call-free
+    kids = {"type": "array", "items": {"$ref": "#/$defs/tree"}}
+    tree = {**TREE, "properties": {**TREE["properties"], "kids": kids}}
+    schema = {"$defs": {"tree": tree}, "oneOf": [{"$ref": "#/$defs/tree"}, {"type": "null"}]}
+    grammar = compile_json_schema(schema)
+    assert not grammar.recursive
+    assert matches(grammar, canonical(TREE, nested_tree(2)))
+    assert not matches(grammar, canonical(TREE, nested_tree(6)))  # past max_recursion_depth
+    # a recursive grammar beside a product: calls outside, the product call-free
+    mixed = {**TREE, "properties": {**TREE["properties"], "tag": {"not": {"const": "x"}}}}
+    check(mixed, [{"v": 1, "tag": "y", "kids": [nested_tree(7)]}], [{"v": 1, "tag": "x"}])
+
+
+def test_one_rule_grammars_are_plain_dfas() -> None:
+    schema = {"type": "object", "properties": {"a": {"$defs": {}, "$ref": "#/$defs/x"}},
+              "$defs": {"x": {"type": "array", "items": {"$ref": "#/$defs/y"}},
+                        "y": {"enum": [1, 2]}}}  # fmt: skip
+    grammar = compile_json_schema(schema)
+    assert not grammar.recursive
+    assert grammar.rules.rule(grammar.rules.start).dfa is grammar.dfa
+    assert not grammar.rules.rule(grammar.rules.start).calls
+
+
+def random_text(rules: RuleSet, rule_id: int, rng: random.Random, budget: list[int]) -> bytes:
+    """A random string of the rule: random steps while `budget` lasts, then shortest ways."""
+    rule = rules.rule(rule_id)
+    state, out = rule.dfa.start, bytearray()
+    while True:
+        budget[0] -= 1
+        moves = [("byte", b, int(t)) for b, t in enumerate(rule.dfa.transitions[state]) if t]
+        moves += [("call", c, back) for c, back in rule.calls.get(state, ())]
+        if rule.dfa.accepting[state] and (not moves or rng.random() < 0.2 or budget[0] < 0):
+            return bytes(out)
+        if budget[0] < 0:
+            moves = [m for m in moves if _closer(rules, rule_id, state, m)]
+        kind, what, target = rng.choice(moves)
+        out += bytes([what]) if kind == "byte" else random_text(rules, what, rng, budget)
+        state = target
+
+
+def _closer(rules: RuleSet, rule_id: int, state: int, move: tuple[str, int, int]) -> bool:
+    distance = _distances(rules, rule_id)
+    return distance[move[2]] < distance[state] and (move[0] == "byte" or move[1] != rule_id)
+
+
+_DIST: dict[tuple[int, int], list[float]] = {}
+
+
+def _distances(rules: RuleSet, rule_id: int) -> list[float]:
+    """Per state, the fewest steps (bytes, calls) to acceptance without recursing."""
+    found = _DIST.get((id(rules), rule_id))
+    if found is None:
+        rule = rules.rule(rule_id)
+        n = len(rule.dfa.transitions)
+        found = [0.0 if rule.dfa.accepting[s] else float("inf") for s in range(n)]
+        changed = True
+        while changed:
+            changed = False
+            for s in range(1, n):
+                targets = {int(t) for t in rule.dfa.transitions[s] if t}
+                targets |= {back for c, back in rule.calls.get(s, ()) if c != rule_id}
+                best = min((found[t] + 1 for t in targets), default=float("inf"))
+                if best < found[s]:
+                    found[s], changed = best, True
+        _DIST[(id(rules), rule_id)] = found
+    return found
+
+
+@given(st.sampled_from([TREE, COMMENTS, RPC, MUTUAL]), st.randoms(use_true_random=False))
+@settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
+def test_generated_texts_are_valid(schema: Any, rng: random.Random) -> None:
+    grammar = compile_json_schema(schema, GrammarOptions(whitespace="spaced"))
+    validator = jsonschema.Draft202012Validator(schema)
+    for _ in range(3):
+        data = random_text(grammar.rules, grammar.rules.start, rng, [rng.randrange(20, 400)])
+        text = data.decode()
+        instance = json.loads(text, parse_float=Decimal)
+        assert validator.is_valid(instance), text
+        assert matches(grammar, text)
+
+
+values = st.recursive(
+    st.one_of(st.none(), st.booleans(), st.integers(-99, 99), st.text(max_size=4)),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=3), inner, max_size=3)
+    ),
+    max_leaves=30,
+)
+
+
+@given(values)
+@settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+def test_any_nesting_of_params_is_accepted(params: Any) -> None:
+    instance = {"jsonrpc": "2.0", "method": "m", "params": params, "id": 7}
+    assert matches(compile_json_schema(RPC), canonical(RPC, instance))
