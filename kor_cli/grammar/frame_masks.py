@@ -1,0 +1,183 @@
+"""Frame masks: what a token may do from one rule position, whatever the stack below.
+
+For a top frame (rule, state) the tokens split three ways:
+
+- `stays`: some way of reading the whole token never pops that frame (it may call rules
+  and return from them). Allowed whatever lies below: context-independent, computed once
+  per (rule, state) and kept as packed words.
+- `escapes`: tokens that can only be read by ending the frame after at least one byte and
+  letting the caller read the rest (`},`, `}]`, `"}`...). Few; the matcher checks each
+  against the real stack (`pushdown`).
+- the frame ending before the first byte (`ends`: the state can reach acceptance without a
+  byte) is the caller's business: the matcher ORs in the mask of the stack below.
+
+Computing `stays` reuses `TokenIndex` and its fast paths (forced keys, string bodies,
+trie walks) on two tables per rule:
+
+- *bytes*: the rule's DFA with call states counted as live. Its mask of a state is the set
+  of tokens read by bytes alone (all of them stay).
+- *crossing*: the same, except that after at least one byte every state with a call or an
+  accepting state sends any byte to an absorbing state X. A token it allows but *bytes*
+  does not must call or pop on the way: a candidate, read exactly by the stack simulation
+  (`Stacks.classify`) to tell stays / escapes / neither. A copy of each state reads its
+  first byte by its byte edges only (calls at the start are handled below, pops there by
+  `ends`).
+
+Calls before the first byte compose: from (rule, state), every token that stays in a
+callee's start frame stays here too, and the callee's `escapes` become candidates here (the
+return state is known here). States reached without a byte (through rules that generate the
+empty string) count as the state itself. A rule set without calls needs no candidates: the
+masks are exactly `TokenIndex`'s.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from kor_cli.grammar.index import TokenIndex
+from kor_cli.grammar.stacks import CONTEXT, ESCAPES, STAYS, RuleTable, Stacks
+from kor_cli.grammar.vocab import TokenizerInfo
+
+
+@dataclass(frozen=True)
+class FrameMask:
+    """The token masks of one top frame (see the module docstring)."""
+
+    stays: np.ndarray  # packed <u4 words, stop ids never set
+    escapes: tuple[int, ...]  # token ids
+    ends: bool  # the frame can end before reading a byte
+
+
+class _TableDFA:
+    """A `ByteDFA`-shaped view of a table (what `TokenIndex` reads)."""
+
+    def __init__(self, transitions: np.ndarray, accepting: np.ndarray, start: int, key: str):
+        self.transitions = transitions
+        self.accepting = accepting
+        self.start = start
+        self._key = key
+
+    def fingerprint(self) -> str:
+        return self._key
+
+
+@dataclass
+class _RuleIndexes:
+    by_bytes: TokenIndex
+    crossing: TokenIndex | None
+    size: int  # the rule's number of states: state s's first-byte copy is size + s
+
+
+class FrameMasks:
+    """Frame masks of every (rule, state) over one tokenizer, built on first request."""
+
+    def __init__(self, stacks: Stacks, info: TokenizerInfo) -> None:
+        self.stacks = stacks
+        self.info = info
+        self.words = (info.vocab_size + 31) // 32
+        self._indexes: dict[int, _RuleIndexes] = {}
+        self._masks: dict[tuple[int, int], FrameMask] = {}
+        stops = np.zeros(self.words, dtype="<u4")
+        for stop in info.stop_ids:
+            stops[stop >> 5] |= np.uint32(1 << (stop & 31))
+        self.stop_words = stops
+        self._keep = ~stops  # clears the stop bits TokenIndex sets in accepting states
+        self._calls = stacks.rules.has_calls
+        self.candidates = 0  # tokens read by the stack simulation (a measure of the work)
+
+    def get(self, rule_id: int, state: int) -> FrameMask:
+        """The frame mask of (rule, state)."""
+        found = self._masks.get((rule_id, state))
+        if found is None:
+            found = self._masks[(rule_id, state)] = self._build(rule_id, state)
+        return found
+
+    def _build(self, rule_id: int, state: int) -> FrameMask:
+        table = self.stacks.table(rule_id)
+        if not state or table.final[state]:
+            return FrameMask(np.zeros(self.words, dtype="<u4"), (), bool(state))
+        indexes = self._rule_indexes(rule_id, table)
+        rules = self.stacks.rules
+        here = rules.epsilon_states(rule_id, state) if self._calls else [state]
+        stays = np.zeros(self.words, dtype="<u4")
+        candidates = np.zeros(self.words, dtype="<u4")
+        for at in here:
+            by_bytes = indexes.by_bytes.packed(at)
+            stays |= by_bytes
+            if indexes.crossing is not None:
+                candidates |= indexes.crossing.packed(indexes.size + at) & ~by_bytes
+        extra: set[int] = set()
+        for at in here:
+            for callee, _ in table.calls.get(at, ()):
+                inner = self.get(callee, self.stacks.table(callee).start)
+                stays |= inner.stays
+                extra.update(inner.escapes)
+        stays &= self._keep
+        candidates &= self._keep & ~stays
+        for token in extra:
+            if not stays[token >> 5] >> (token & 31) & 1:
+                candidates[token >> 5] |= np.uint32(1 << (token & 31))
+        ids = _ids(candidates, self.info.vocab_size).tolist()
+        escapes = []
+        if ids:
+            base = self.stacks.push(CONTEXT, rule_id, state)
+            token_bytes = self.info.token_bytes
+            self.candidates += len(ids)
+            for token in ids:
+                kind = self.stacks.classify(base, token_bytes[token] or b"")
+                if kind == STAYS:
+                    stays[token >> 5] |= np.uint32(1 << (token & 31))
+                elif kind == ESCAPES:
+                    escapes.append(token)
+        ends = any(table.accepting[at] for at in here)
+        return FrameMask(stays, tuple(sorted(escapes)), ends)
+
+    def _rule_indexes(self, rule_id: int, table: RuleTable) -> _RuleIndexes:
+        found = self._indexes.get(rule_id)
+        if found is not None:
+            return found
+        size = len(table.table)
+        has_call = np.zeros(size, dtype=bool)
+        has_call[list(table.calls)] = True
+        accepting = np.asarray(table.accepting, dtype=bool)
+        live = accepting | has_call
+        key = f"rule {rule_id}"  # TokenIndex reads it only for a disk cache (none here)
+        by_bytes = TokenIndex(_TableDFA(table.table, live, max(table.start, 1), key), self.info)
+        crossing = None
+        if self._calls:
+            crossing = TokenIndex(_crossing_dfa(table.table, live, key), self.info)
+        found = self._indexes[rule_id] = _RuleIndexes(by_bytes, crossing, size)
+        return found
+
+    @property
+    def built(self) -> int:
+        """How many frame masks are built."""
+        return len(self._masks)
+
+
+def _crossing_dfa(table: np.ndarray, crossing: np.ndarray, key: str) -> Any:
+    """States 0..n-1: the rule's, except that the `crossing` ones (a call, accepting) send
+    every byte to X = 2n; states n..2n-1: copies reading their first byte by byte edges only.
+    Crossing states and X count as accepting (live)."""
+    size = len(table)
+    cross = 2 * size
+    out = np.zeros((2 * size + 1, 256), dtype=np.int32)
+    out[:size] = table
+    out[:size][crossing] = cross
+    out[size : 2 * size] = table
+    out[cross] = cross
+    accepting = np.zeros(2 * size + 1, dtype=bool)
+    accepting[:size] = crossing
+    accepting[size : 2 * size] = crossing
+    accepting[cross] = True
+    accepting[0] = accepting[size] = False
+    return _TableDFA(out, accepting, size + 1 if size > 1 else cross, f"{key} crossing")
+
+
+def _ids(words: np.ndarray, vocab_size: int) -> np.ndarray:
+    """The token ids whose bits are set in packed words."""
+    bits = np.unpackbits(words.view(np.uint8), count=vocab_size, bitorder="little")
+    return np.flatnonzero(bits)

@@ -1,0 +1,233 @@
+"""The pushdown matcher: a `RuleSet` (rules = byte DFAs with calls) over one tokenizer.
+
+Why a pushdown automaton over the rules' own DFAs (and not Earley or GLR): the rules
+already are minimal byte DFAs, so the matcher only adds a stack of (rule, state) frames;
+recursion depth is unbounded, and every rule position has context-independent token masks
+that can be computed once and cached, as XGrammar does (`frame_masks`).
+
+- `PushdownGrammar`: what every request over one (grammar, tokenizer) shares: interned
+  stacks and their byte steps (`stacks`), the frame masks (`frame_masks`), and the final
+  masks of the configurations met so far.
+- `PushdownMatcher`: one request: a history of configurations (sets of stacks), so tokens
+  can be rolled back.
+
+The mask of a configuration is the OR of its stacks' masks. The mask of a stack whose top
+frame is (rule, state): that frame's `stays` tokens; its few `escapes` tokens that the real
+stack reads (each walked byte by byte); and, when the frame can end before a byte, the mask
+of the stack below (the stop ids below the root frame). Masks are cached by configuration
+(interned stacks make that a set of ints), so a warm mask is one dict lookup.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from kor_cli.grammar.frame_masks import FrameMasks
+from kor_cli.grammar.rules import RuleSet
+from kor_cli.grammar.stacks import EMPTY, Config, Stacks
+from kor_cli.grammar.vocab import TokenizerInfo
+
+FORCED_LIMIT = 256
+_MAX_CACHED = 8192  # configuration masks kept (first in, first out beyond that)
+
+
+class PushdownGrammar:
+    """A `RuleSet` over one tokenizer: shared stacks, frame masks and mask caches."""
+
+    def __init__(self, rules: RuleSet, info: TokenizerInfo) -> None:
+        self.rules = rules
+        self.info = info
+        self.vocab_size = info.vocab_size
+        self.stacks = Stacks(rules)
+        self.frames = FrameMasks(self.stacks, info)
+        root = self.stacks.start(EMPTY, rules.start)
+        self.start: Config = frozenset((root,))
+        self.dead = root != EMPTY and not self.stacks.frame(root)[1]
+        self._stops = frozenset(info.stop_ids)
+        self._stack_masks: dict[int, np.ndarray] = {}
+        self._masks: dict[Config, np.ndarray] = {}
+        self._nothing = np.zeros(self.frames.words, dtype="<u4")
+
+    def is_stop(self, token_id: int) -> bool:
+        return token_id in self._stops
+
+    def mask(self, config: Config) -> np.ndarray:
+        """Packed uint32 words of the tokens allowed in `config` (read-only, shared)."""
+        view = self.words(config).view()
+        view.flags.writeable = False
+        return view
+
+    def words(self, config: Config) -> np.ndarray:
+        """Like `mask`, but the cached array itself: callers must not modify it."""
+        found = self._masks.get(config)
+        if found is None:
+            if not config:
+                return self._nothing
+            words = None
+            for stack in config:
+                part = self._stack_mask(stack)
+                words = part.copy() if words is None else words | part
+            assert words is not None
+            if len(self._masks) >= _MAX_CACHED:
+                del self._masks[next(iter(self._masks))]
+            found = self._masks[config] = words
+        return found
+
+    def _stack_mask(self, stack: int) -> np.ndarray:
+        found = self._stack_masks.get(stack)
+        if found is not None:
+            return found
+        stacks, frames, token_bytes = self.stacks, self.frames, self.info.token_bytes
+        words = np.zeros(frames.words, dtype="<u4")
+        at = stack
+        while True:
+            if at == EMPTY:
+                words |= frames.stop_words
+                break
+            rule_id, state, below = stacks.frame(at)
+            frame = frames.get(rule_id, state)
+            words |= frame.stays
+            for token in frame.escapes:
+                if stacks.walk((at,), token_bytes[token] or b""):
+                    words[token >> 5] |= np.uint32(1 << (token & 31))
+            if not frame.ends:
+                break
+            at = below
+        if len(self._stack_masks) >= _MAX_CACHED:
+            del self._stack_masks[next(iter(self._stack_masks))]
+        self._stack_masks[stack] = words
+        return words
+
+    def next_config(self, config: Config, token_id: int) -> Config:
+        """The configuration after `token_id` (empty: not allowed). A stop id keeps an
+        accepting configuration."""
+        if token_id in self._stops:
+            return config if self.stacks.accepting(config) else frozenset()
+        if not 0 <= token_id < self.vocab_size:
+            return frozenset()
+        data = self.info.token_bytes[token_id]
+        return self.stacks.walk(config, data) if data else frozenset()
+
+    def forced_bytes(self, config: Config, limit: int = FORCED_LIMIT) -> bytes:
+        """The longest byte string that is the only way on from `config` (stops where the
+        grammar could end, at a branch, or after `limit` bytes)."""
+        out = bytearray()
+        stacks = self.stacks
+        while config and len(out) < limit and not stacks.accepting(config):
+            bits = stacks.next_bytes(config)
+            if not bits or bits & (bits - 1):
+                break
+            byte = bits.bit_length() - 1
+            out.append(byte)
+            config = stacks.walk(config, bytes((byte,)))
+        return bytes(out)
+
+
+class PushdownMatcher:
+    """One request's position in a `PushdownGrammar`, advanced token by token."""
+
+    def __init__(self, grammar: PushdownGrammar) -> None:
+        if grammar.dead:
+            raise ValueError("the grammar's start state is dead: it accepts nothing")
+        self.grammar = grammar
+        self._history: list[Config] = [grammar.start]
+        self._finished = False
+
+    @property
+    def config(self) -> Config:
+        """The current configuration (a frozenset of interned stacks)."""
+        return self._history[-1]
+
+    @property
+    def is_accepting(self) -> bool:
+        """True when the output so far is a complete match (a stop token is allowed)."""
+        return not self._finished and self.grammar.stacks.accepting(self.config)
+
+    def is_terminated(self) -> bool:
+        """True after a stop token was accepted."""
+        return self._finished
+
+    @property
+    def is_finished(self) -> bool:
+        return self._finished
+
+    @property
+    def steps(self) -> int:
+        """How many accepted tokens/byte strings the history holds (what rollback undoes)."""
+        return len(self._history) - 1
+
+    def state_key(self) -> tuple[bool, Config]:
+        """Hashable; equal keys have equal masks."""
+        return (self._finished, self.config)
+
+    def accept_token(self, token_id: int) -> bool:
+        """Advance over `token_id`; False (and no change) if the grammar forbids it."""
+        if self._finished:
+            return False
+        nxt = self.grammar.next_config(self.config, token_id)
+        if not nxt:
+            return False
+        self._history.append(nxt)
+        if self.grammar.is_stop(token_id):
+            self._finished = True
+        return True
+
+    def accept_bytes(self, data: bytes) -> bool:
+        """Advance over raw bytes (jump-forward text); False (and no change) if forbidden."""
+        if self._finished:
+            return False
+        nxt = self.grammar.stacks.walk(self.config, data)
+        if not nxt:
+            return False
+        self._history.append(nxt)
+        return True
+
+    def rollback(self, n_tokens: int = 1) -> None:
+        """Undo the last `n_tokens` accepted tokens or byte strings (a stop included)."""
+        if not 0 <= n_tokens <= self.steps:
+            raise ValueError(f"cannot roll back {n_tokens} steps; the history holds {self.steps}")
+        if n_tokens:
+            del self._history[-n_tokens:]
+            self._finished = False  # a stop token is always the last step
+
+    def reset(self) -> None:
+        """Back to the start with an empty history."""
+        del self._history[1:]
+        self._finished = False
+
+    def packed_mask(self) -> np.ndarray:
+        """The allowed tokens as packed uint32 words (token i: bit i % 32 of word i // 32)."""
+        return self.grammar.mask(frozenset() if self._finished else self.config)
+
+    def allowed_mask(self) -> np.ndarray:
+        """Bool [vocab_size]: the tokens allowed next."""
+        bits = np.unpackbits(
+            self.packed_mask().view(np.uint8), count=self.grammar.vocab_size, bitorder="little"
+        )
+        return bits.view(bool)
+
+    def fill_next_token_bitmask(self, bitmask: Any, row: int = 0) -> None:
+        """Write the allowed tokens into row `row` of a packed int32 [batch, ceil(V/32)]
+        array or torch tensor (token i: bit i % 32 of word i // 32)."""
+        config = frozenset() if self._finished else self.config
+        words = self.grammar.words(config).view(np.int32)
+        if isinstance(bitmask, np.ndarray):
+            bitmask[row, : len(words)] = words
+            bitmask[row, len(words) :] = 0
+            return
+        import torch
+
+        target = bitmask[row]
+        target[: len(words)].copy_(torch.from_numpy(words))
+        target[len(words) :] = 0
+
+    def forced_bytes(self, limit: int = FORCED_LIMIT) -> bytes:
+        """The longest byte string that is the only way forward (b"" at a branch/accept)."""
+        return b"" if self._finished else self.grammar.forced_bytes(self.config, limit)
+
+
+def pushdown_grammar(rules: RuleSet | Any, info: TokenizerInfo) -> PushdownGrammar:
+    """A `PushdownGrammar` of a `RuleSet`, or of a plain DFA (one rule, no calls)."""
+    return PushdownGrammar(rules if isinstance(rules, RuleSet) else RuleSet.from_dfa(rules), info)

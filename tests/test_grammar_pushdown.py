@@ -1,0 +1,279 @@
+"""Pushdown matcher: every mask equals a brute-force walk of a reference simulation."""
+
+from __future__ import annotations
+
+import itertools
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from grammar_helpers import chain_dfa, literal_dfa, person_dfa
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+from pushdown_helpers import Reference
+
+from kor_cli.errors import GrammarError
+from kor_cli.grammar.ast import Node, alt, literal, opt, repeat, seq
+from kor_cli.grammar.compile import compile_json_schema
+from kor_cli.grammar.fsm import compile_ast
+from kor_cli.grammar.index import TokenIndex
+from kor_cli.grammar.pushdown import PushdownGrammar, PushdownMatcher, pushdown_grammar
+from kor_cli.grammar.regex import fullmatch
+from kor_cli.grammar.rules import RuleSet, call
+from kor_cli.grammar.vocab import TokenizerInfo
+from kor_cli.testing import TOKENIZER_NAMES
+
+DIGITS = fullmatch("[0-9]+")
+WORD = fullmatch("[a-z]+")
+STRING = fullmatch('"[a-z ]*"')
+
+
+def rules_of(bodies: dict[int, Node], start: int = 0) -> RuleSet:
+    return RuleSet(start, lambda k: compile_ast(bodies[k]), names={k: f"R{k}" for k in bodies})
+
+
+def items(node: Node, open_: str, close: str) -> Node:
+    return seq(literal(open_), opt(repeat(node, 1, None, literal(","))), literal(close))
+
+
+NESTED = {0: items(call(0), "[", "]")}  # A -> "[" (A ("," A)*)? "]"
+TREE = {  # {"v":1,"kids":[Node,...]}
+    0: seq(
+        literal('{"v":'),
+        DIGITS,
+        opt(seq(literal(',"kids":'), items(call(0), "[", "]"))),
+        literal("}"),
+    )
+}
+RPC = {  # JSON-RPC-like: nested params of any shape; Value ends in numbers (can go on or return)
+    0: seq(literal('{"method":'), STRING, literal(',"params":'), call(1), literal("}")),
+    1: alt(call(2), call(3), DIGITS, STRING, literal("true")),
+    2: items(seq(STRING, literal(":"), call(1)), "{", "}"),
+    3: items(call(1), "[", "]"),
+}
+NULLABLE = {  # calls of rules that generate the empty string, in a loop and in a row
+    0: seq(literal("<"), repeat(seq(call(1), call(2)), 0, None), call(1), literal(">")),
+    1: opt(literal("a")),
+    2: alt(literal("b"), seq(literal("("), call(0), literal(")"))),
+}
+GRAMMARS = {"nested": NESTED, "tree": TREE, "rpc": RPC, "nullable": NULLABLE}
+
+ALPHABET = b'[],{}"x:1av<>b()'
+TOY_TOKENS: list[bytes | None] = [
+    *(bytes(p) for n in (1, 2, 3) for p in itertools.product(ALPHABET, repeat=n)),
+    b'{"v":', b',"kids":[', b'{"v":1,"kids":[{"v":', b"]}]}", b"}]}", b'"}', b'":[', b"]]]]",
+    b'{"method":"a","params":', b"12}", b"1,", b'"a":', b"\xc3\xa9", b"<a<b>",
+    None, b"",
+]  # fmt: skip
+STOP = len(TOY_TOKENS) - 2
+SCHEMAS = json.loads((Path(__file__).parent / "data" / "grammar_schemas.json").read_text())
+TOY = TokenizerInfo(TOY_TOKENS, stop_ids=[STOP], vocab_size=len(TOY_TOKENS) + 7)
+
+
+def unpack(words: np.ndarray, size: int) -> np.ndarray:
+    return np.unpackbits(words.view(np.uint8), count=size, bitorder="little").astype(bool)
+
+
+def check_along(rules: RuleSet, info: TokenizerInfo, texts: list[bytes], every: int = 1) -> None:
+    """At every `every`-th byte of each text, the mask equals the reference's."""
+    grammar = PushdownGrammar(rules, info)
+    reference = Reference(rules)
+    for text in texts:
+        matcher = PushdownMatcher(grammar)
+        config = reference.start()
+        for at in range(len(text) + 1):
+            if at % every == 0 or at == len(text):
+                want = reference.allowed(config, info.token_bytes, info.stop_ids)
+                want = np.concatenate([want, np.zeros(info.vocab_size - len(want), bool)])
+                got = unpack(matcher.packed_mask(), info.vocab_size)
+                wrong = np.flatnonzero(got != want)
+                assert not len(wrong), (
+                    text[:at],
+                    [(t, info.token_bytes[t], want[t]) for t in wrong[:8]],
+                )
+                assert matcher.is_accepting == reference.accepting(config)
+            if at < len(text):
+                assert matcher.accept_bytes(text[at : at + 1]), text[: at + 1]
+                config = reference.step(config, text[at])
+
+
+def sample_texts(rules: RuleSet, count: int, seed: int = 0, max_len: int = 30) -> list[bytes]:
+    rng = np.random.default_rng(seed)
+    reference = Reference(rules)
+    return [reference.random_string(rng, max_len) for _ in range(count)]
+
+
+@pytest.mark.parametrize("name", GRAMMARS)
+def test_toy_masks_equal_the_reference(name: str) -> None:
+    rules = rules_of(GRAMMARS[name])
+    check_along(rules, TOY, sample_texts(rules, 8))
+
+
+def test_a_text_of_the_language_is_accepted_token_by_token() -> None:
+    rules = rules_of(TREE)
+    grammar = PushdownGrammar(rules, TOY)
+    matcher = PushdownMatcher(grammar)
+    text = b'{"v":1,"kids":[{"v":11},{"v":1,"kids":[]}]}'
+    ids = {b: i for i, b in enumerate(TOY_TOKENS) if b}
+    for token in (b'{"v":', b"1", b',"kids":[', b'{"v":', b"1", b"1", b"},", b'{"v":', b"1"):
+        assert matcher.accept_token(ids[token])
+    assert not matcher.accept_token(ids[b"]"])  # a kid's "v" is a number: no ']' yet
+    assert matcher.accept_bytes(b',"kids":[') and matcher.accept_token(ids[b"]}]}"])
+    assert matcher.is_accepting and not matcher.is_terminated()
+    assert matcher.accept_token(STOP) and matcher.is_terminated()
+    assert not matcher.packed_mask().any() and not matcher.accept_token(ids[b"1"])
+    matcher.rollback(1)
+    assert matcher.is_accepting and not matcher.is_terminated()
+    assert Reference(rules).accepting(Reference(rules).walk(Reference(rules).start(), text))
+
+
+def test_unbounded_depth() -> None:
+    grammar = PushdownGrammar(rules_of(NESTED), TOY)
+    matcher = PushdownMatcher(grammar)
+    ids = {b: i for i, b in enumerate(TOY_TOKENS) if b}
+    depth = 3000
+    assert matcher.accept_bytes(b"[" * depth)
+    allowed = unpack(matcher.packed_mask(), TOY.vocab_size)
+    assert allowed[ids[b"]]]]"]] and allowed[ids[b"[]"]] and not allowed[STOP]
+    assert matcher.accept_bytes(b"]" * (depth - 1)) and not matcher.is_accepting
+    assert matcher.forced_bytes() == b""  # ',' or ']'
+    assert matcher.accept_bytes(b"]") and matcher.is_accepting
+    assert not matcher.accept_bytes(b"]")
+    parens = PushdownMatcher(
+        PushdownGrammar(rules_of({0: seq(literal("("), opt(call(0)), literal(")"))}), TOY)
+    )
+    assert parens.accept_bytes(b"(" * depth + b")")
+    assert parens.forced_bytes(limit=10 * depth) == b")" * (depth - 1)  # through every return
+
+
+def test_forced_bytes_through_calls_and_returns() -> None:
+    rules = rules_of(TREE)
+    matcher = PushdownMatcher(PushdownGrammar(rules, TOY))
+    assert matcher.forced_bytes() == b'{"v":'
+    assert matcher.accept_bytes(b'{"v":1,"kids":[{"v":2}')
+    assert matcher.forced_bytes() == b""  # ',' or ']'
+    assert matcher.accept_bytes(b"]")
+    assert matcher.forced_bytes() == b"}"  # the rule's end, then the root's end: nothing forced
+    assert matcher.accept_bytes(b"}") and matcher.forced_bytes() == b""
+    tail = rules_of({0: seq(literal("<"), call(1), literal(">")), 1: literal("abc")})
+    assert PushdownMatcher(PushdownGrammar(tail, TOY)).forced_bytes() == b"<abc>"
+    assert PushdownMatcher(PushdownGrammar(tail, TOY)).forced_bytes(3) == b"<ab"
+
+
+def test_rollback_reset_and_state_key() -> None:
+    matcher = PushdownMatcher(PushdownGrammar(rules_of(NESTED), TOY))
+    start = matcher.state_key()
+    assert matcher.accept_bytes(b"[[") and matcher.accept_bytes(b"]")
+    key = matcher.state_key()
+    masks = matcher.packed_mask().copy()
+    assert matcher.accept_bytes(b",[")
+    matcher.rollback(1)
+    assert matcher.state_key() == key and np.array_equal(matcher.packed_mask(), masks)
+    assert matcher.steps == 2
+    with pytest.raises(ValueError):
+        matcher.rollback(3)
+    matcher.reset()
+    assert matcher.steps == 0 and matcher.state_key() == start
+    assert not matcher.accept_bytes(b"]") and matcher.steps == 0
+
+
+def test_fill_bitmask_rows() -> None:
+    torch = pytest.importorskip("torch")
+    matcher = PushdownMatcher(PushdownGrammar(rules_of(NESTED), TOY))
+    words = (TOY.vocab_size + 31) // 32
+    bitmask = torch.full((2, words), -1, dtype=torch.int32)
+    matcher.fill_next_token_bitmask(bitmask, 1)
+    assert (bitmask[0] == -1).all()
+    assert np.array_equal(bitmask[1].numpy().view("<u4"), matcher.packed_mask())
+    array = np.full((1, words), -1, dtype=np.int32)
+    matcher.fill_next_token_bitmask(array)
+    assert np.array_equal(array[0].view("<u4"), matcher.packed_mask())
+
+
+def test_left_recursion_is_refused_before_matching() -> None:
+    with pytest.raises(GrammarError, match="left recursion"):
+        PushdownGrammar(rules_of({0: alt(seq(call(0), literal("+1")), literal("1"))}), TOY)
+
+
+@pytest.mark.parametrize(
+    "dfa",
+    [person_dfa(), literal_dfa([b'"yes"', b'"no"', b"null"]), chain_dfa(b"[", "DIGITS", b"]")],
+)
+def test_one_rule_gives_the_token_index_masks(dfa) -> None:
+    grammar = pushdown_grammar(dfa, TOY)
+    index = TokenIndex(dfa, TOY)
+    for state in range(1, dfa.num_states):
+        frame = grammar.stacks.push(0, grammar.rules.start, state)
+        assert np.array_equal(grammar.mask(frozenset((frame,))), index.packed(state)), state
+
+
+# -- random rule sets -------------------------------------------------------------------
+PIECES = [b"[", b"]", b",", b"x", b"{", b"}", b'"', b"1", b"ab", b"],", b""]
+
+
+@st.composite
+def rule_sets(draw: st.DrawFn) -> dict[int, Node]:
+    count = draw(st.integers(1, 3))
+
+    def node(depth: int) -> Node:
+        kind = draw(
+            st.sampled_from(
+                ["lit", "call", "seq", "alt", "opt", "rep"] if depth else ["lit", "call"]
+            )
+        )
+        if kind == "lit":
+            return literal(draw(st.sampled_from(PIECES)))
+        if kind == "call":
+            return call(draw(st.integers(0, count - 1)))
+        if kind == "seq":
+            return seq(*(node(depth - 1) for _ in range(draw(st.integers(2, 3)))))
+        if kind == "alt":
+            return alt(node(depth - 1), node(depth - 1))
+        if kind == "opt":
+            return opt(node(depth - 1))
+        sep = draw(st.sampled_from([None, literal(","), literal("")]))
+        return repeat(node(depth - 1), draw(st.integers(0, 1)), None, sep)
+
+    bodies = {}
+    for k in range(count):
+        base = literal(draw(st.sampled_from([b"x", b"[]", b"1", b"ab"])))
+        bodies[k] = alt(base, seq(literal(draw(st.sampled_from(PIECES))), node(3)))
+    return bodies
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(rule_sets(), st.integers(0, 2**32 - 1))
+def test_random_rule_sets_equal_the_reference(bodies: dict[int, Node], seed: int) -> None:
+    rules = rules_of(bodies)
+    try:
+        rules.reachable_rules()
+    except GrammarError as error:
+        assume("left recursion" not in str(error))
+        raise
+    check_along(rules, TOY, sample_texts(rules, 3, seed, max_len=16))
+
+
+# -- real tokenizers --------------------------------------------------------------------
+@pytest.mark.slow
+@pytest.mark.parametrize("name", TOKENIZER_NAMES)
+@pytest.mark.parametrize("grammar", ["tree", "rpc", "nullable"])
+def test_real_masks_equal_the_reference(name: str, grammar: str, tokenizer_info_factory) -> None:
+    info = tokenizer_info_factory(name)
+    rules = rules_of(GRAMMARS[grammar])
+    check_along(rules, info, sample_texts(rules, 2, seed=7, max_len=40), every=5)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", TOKENIZER_NAMES)
+def test_real_one_rule_schemas_give_the_token_index_masks(
+    name: str, tokenizer_info_factory
+) -> None:
+    """A call-free grammar (a whole schema as one DFA) keeps exactly today's masks."""
+    info = tokenizer_info_factory(name)
+    for key in ("person", "reviews", "nested", "ui"):
+        dfa = compile_json_schema(SCHEMAS[key]["schema"]).dfa
+        grammar, index = pushdown_grammar(dfa, info), TokenIndex(dfa, info)
+        for state in index.reachable_states()[:40]:
+            frame = frozenset((grammar.stacks.push(0, grammar.rules.start, state),))
+            assert np.array_equal(grammar.mask(frame), index.packed(state)), (key, state)
