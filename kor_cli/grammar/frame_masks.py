@@ -47,8 +47,9 @@ class FrameMask:
     """The token masks of one top frame (see the module docstring)."""
 
     stays: np.ndarray  # packed <u4 words, stop ids never set
-    escapes: tuple[int, ...]  # token ids
+    escapes: dict[int, tuple[int, ...]]  # byte the caller reads first → token ids
     ends: bool  # the frame can end before reading a byte
+    escape_bytes: int = 0  # the keys of `escapes` as a 256-bit int
 
 
 class _TableDFA:
@@ -98,7 +99,7 @@ class FrameMasks:
     def _build(self, rule_id: int, state: int) -> FrameMask:
         table = self.stacks.table(rule_id)
         if not state or table.final[state]:
-            return FrameMask(np.zeros(self.words, dtype="<u4"), (), bool(state))
+            return FrameMask(np.zeros(self.words, dtype="<u4"), {}, bool(state))
         indexes = self._rule_indexes(rule_id, table)
         rules = self.stacks.rules
         here = rules.epsilon_states(rule_id, state) if self._calls else [state]
@@ -114,26 +115,33 @@ class FrameMasks:
             for callee, _ in table.calls.get(at, ()):
                 inner = self.get(callee, self.stacks.table(callee).start)
                 stays |= inner.stays
-                extra.update(inner.escapes)
+                for tokens in inner.escapes.values():
+                    extra.update(tokens)
         stays &= self._keep
         candidates &= self._keep & ~stays
         for token in extra:
             if not stays[token >> 5] >> (token & 31) & 1:
                 candidates[token >> 5] |= np.uint32(1 << (token & 31))
         ids = _ids(candidates, self.info.vocab_size).tolist()
-        escapes = []
+        escapes: dict[int, list[int]] = {}
+        escape_bytes = 0
         if ids:
             base = self.stacks.push(CONTEXT, rule_id, state)
             token_bytes = self.info.token_bytes
             self.candidates += len(ids)
-            for token in ids:
-                kind = self.stacks.classify(base, token_bytes[token] or b"")
+            kinds = self.stacks.classify(base, [token_bytes[t] or b"" for t in ids])
+            for token, (kind, follow) in zip(ids, kinds, strict=True):
                 if kind == STAYS:
                     stays[token >> 5] |= np.uint32(1 << (token & 31))
                 elif kind == ESCAPES:
-                    escapes.append(token)
+                    escape_bytes |= follow
+                    while follow:
+                        byte = follow.bit_length() - 1
+                        escapes.setdefault(byte, []).append(token)
+                        follow ^= 1 << byte
         ends = any(table.accepting[at] for at in here)
-        return FrameMask(stays, tuple(sorted(escapes)), ends)
+        frozen = {byte: tuple(tokens) for byte, tokens in sorted(escapes.items())}
+        return FrameMask(stays, frozen, ends, escape_bytes)
 
     def _rule_indexes(self, rule_id: int, table: RuleTable) -> _RuleIndexes:
         found = self._indexes.get(rule_id)
@@ -178,6 +186,9 @@ def _crossing_dfa(table: np.ndarray, crossing: np.ndarray, key: str) -> Any:
 
 
 def _ids(words: np.ndarray, vocab_size: int) -> np.ndarray:
-    """The token ids whose bits are set in packed words."""
-    bits = np.unpackbits(words.view(np.uint8), count=vocab_size, bitorder="little")
-    return np.flatnonzero(bits)
+    """The token ids whose bits are set in packed words (only non-zero words unpacked)."""
+    nonzero = np.flatnonzero(words)
+    bits = np.unpackbits(words[nonzero].view(np.uint8), bitorder="little").reshape(-1, 32)
+    rows, cols = np.nonzero(bits)
+    ids = nonzero[rows] * 32 + cols
+    return ids[ids < vocab_size]

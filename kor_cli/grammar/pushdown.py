@@ -89,9 +89,13 @@ class PushdownGrammar:
             rule_id, state, below = stacks.frame(at)
             frame = frames.get(rule_id, state)
             words |= frame.stays
-            for token in frame.escapes:
-                if stacks.walk((at,), token_bytes[token] or b""):
-                    words[token >> 5] |= np.uint32(1 << (token & 31))
+            follow = stacks.next_bytes((below,)) & frame.escape_bytes if frame.escapes else 0
+            while follow:  # the escapes whose first byte after the frame the caller reads
+                byte = follow.bit_length() - 1
+                follow ^= 1 << byte
+                for token in frame.escapes[byte]:
+                    if stacks.walk((at,), token_bytes[token] or b""):
+                        words[token >> 5] |= np.uint32(1 << (token & 31))
             if not frame.ends:
                 break
             at = below

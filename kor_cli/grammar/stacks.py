@@ -194,25 +194,42 @@ class Stacks:
                 out |= self._tables[rule_id].byte_sets[state]
         return out
 
-    def classify(self, base: int, data: bytes) -> int:
-        """How `data` reads from the base stack `base` (its bottom is CONTEXT): STAYS (some
-        way keeps the base frame), ESCAPES (only by ending the base frame after at least
-        one byte, the caller reading the rest), or 0 (not at all). Ending the base frame
-        before the first byte is left out: the caller's own mask covers that."""
-        current: Config = frozenset((base,))
-        escapes = False
-        for at, byte in enumerate(data):
-            nxt: set[int] = set()
-            for stack in current:
-                if at and self.closure(stack)[1] & REACHES_CONTEXT:
-                    escapes = True
-                nxt.update(self.step(stack, byte))
-            current = frozenset(nxt)
-            if not current:
-                break
-        if current:
-            return STAYS
-        return ESCAPES if escapes else 0
+    def classify(self, base: int, tokens: list[bytes]) -> list[tuple[int, int]]:
+        """How each byte string reads from the base stack `base` (its bottom is CONTEXT):
+        STAYS (some way keeps the base frame), ESCAPES (only by ending the base frame after
+        at least one byte, the caller reading the rest), or 0 (not at all); with ESCAPES,
+        the bytes the caller would read first (a 256-bit int). Ending the base frame before
+        the first byte is left out: the caller's own mask covers that. Strings sharing a
+        prefix share its walk (they are visited in sorted order)."""
+        out = [(0, 0)] * len(tokens)
+        # path[i]: (configuration, escape bytes so far) after the first i bytes of `previous`
+        path: list[tuple[Config, int]] = [(frozenset((base,)), 0)]
+        previous = b""
+        for index in sorted(range(len(tokens)), key=tokens.__getitem__):
+            data = tokens[index]
+            common = 0
+            limit = min(len(previous), len(data), len(path) - 1)
+            while common < limit and previous[common] == data[common]:
+                common += 1
+            del path[common + 1 :]
+            current, follow = path[-1]
+            for at in range(common, len(data)):
+                if not current:
+                    break
+                byte = data[at]
+                nxt: set[int] = set()
+                for stack in current:
+                    if at and self.closure(stack)[1] & REACHES_CONTEXT:
+                        follow |= 1 << byte
+                    nxt.update(self.step(stack, byte))
+                current = frozenset(nxt)
+                path.append((current, follow))
+            previous = data[: len(path) - 1]
+            if current:
+                out[index] = (STAYS, 0)
+            elif follow:
+                out[index] = (ESCAPES, follow)
+        return out
 
 
 STAYS = 1
