@@ -258,7 +258,7 @@ def random_text(rules: RuleSet, rule_id: int, rng: random.Random, budget: list[i
         if rule.dfa.accepting[state] and (not moves or rng.random() < 0.2 or budget[0] < 0):
             return bytes(out)
         if budget[0] < 0:
-            moves = [m for m in moves if _closer(rules, rule_id, state, m)]
+            moves = [m for m in moves if _closer(rules, rule_id, state, m)] or moves
         kind, what, target = rng.choice(moves)
         out += bytes([what]) if kind == "byte" else random_text(rules, what, rng, budget)
         state = target
