@@ -20,6 +20,7 @@ SCRIPTS = [
     "demo_heldout.py", "engines.py", "grammar_masks.py", "json_schema_suite.py", "schemastore.py"
 ]  # fmt: skip
 SCRIPTS += ["ray_throughput.py"]  # ray12's (issue 12)
+SCRIPTS += ["engines_recursive.py"]  # pda10's (issue 10)
 
 
 def committed() -> dict[str, str]:

@@ -217,13 +217,13 @@ class PushdownMatcher:
         array or torch tensor (token i: bit i % 32 of word i // 32)."""
         config = frozenset() if self._finished else self.config
         words = self.grammar.words(config).view(np.int32)
+        target = bitmask if bitmask.ndim == 1 else bitmask[row]  # a single row is fine
         if isinstance(bitmask, np.ndarray):
-            bitmask[row, : len(words)] = words
-            bitmask[row, len(words) :] = 0
+            target[: len(words)] = words
+            target[len(words) :] = 0
             return
         import torch
 
-        target = bitmask[row]
         target[: len(words)].copy_(torch.from_numpy(words))
         target[len(words) :] = 0
 

@@ -51,9 +51,17 @@ class RuleTable:
     accepting: list[bool]
     final: list[bool]  # accepting, no byte edge, no call: only popped
     reads: list[bool]  # has a byte edge
-    byte_sets: list[int]  # bit b set when byte b has an edge
     calls: dict[int, tuple[tuple[int, int], ...]]
     start: int
+    byte_sets: dict[int, int]  # state → bit b set when byte b has an edge (filled on use)
+
+    def byte_set(self, state: int) -> int:
+        """The bytes `state` reads, as a 256-bit int."""
+        found = self.byte_sets.get(state)
+        if found is None:
+            row = np.packbits(self.table[state] != 0, bitorder="little")
+            found = self.byte_sets[state] = int.from_bytes(row.tobytes(), "little")
+        return found
 
 
 def rule_table(rule: Rule) -> RuleTable:
@@ -69,12 +77,10 @@ def rule_table(rule: Rule) -> RuleTable:
     has_call = np.zeros(len(table), dtype=bool)
     has_call[list(calls)] = True
     final = accepting & ~reads & ~has_call
-    byte_sets = [int.from_bytes(np.packbits(row != 0, bitorder="little").tobytes(), "little")
-                 for row in table]  # fmt: skip
     start = int(rule.dfa.start) if live[int(rule.dfa.start)] else 0
     return RuleTable(
         rule, table, memoryview(table.ravel()), accepting.tolist(), final.tolist(),
-        reads.tolist(), byte_sets, calls, start,
+        reads.tolist(), calls, start, {},
     )  # fmt: skip
 
 
@@ -191,7 +197,7 @@ class Stacks:
         for stack in config:
             for top in self.closure(stack)[0]:
                 rule_id, state, _ = self._frames[top]
-                out |= self._tables[rule_id].byte_sets[state]
+                out |= self._tables[rule_id].byte_set(state)
         return out
 
     def classify(self, base: int, tokens: list[bytes]) -> list[tuple[int, int]]:

@@ -1,0 +1,309 @@
+"""Recursive schemas: kor-cli's pushdown matcher side by side with XGrammar, llguidance and
+outlines-core (the engine adapters of `engines.py`), one run, same tokenizers.
+
+Two closed schemas (`additionalProperties: false`: every engine reads the same language)
+whose `$ref` recursion kor-cli compiles to rules (calls) with no depth bound:
+`tree` (`{"v":1,"kids":[Node,...]}`) and `rpc` (JSON-RPC-like: `params` is any nesting of
+arrays and objects of scalars). Instances nest past depth 3 (today's unrolling bound).
+
+Per engine × schema × tokenizer, as in `engines.py`: compile (schema → ready matcher, caches
+cleared; ours: compile_json_schema + PushdownGrammar), time to first mask, per-token mask
+time along the token sequences (the instances tokenized mid-text, then the stop token, plus
+seeded random walks over our allowed tokens), each step filling a caller-owned int32 bitmask
+[ceil(V/32)]: "cold" right after a compile, "warm" the same walk again; accept time.
+Compile and first mask are medians over --repeats compiles.
+
+Agreement: at every step of every sequence our mask is compared with each competitor's:
+tokens only we allow, tokens only they allow (a few examples kept). Our masks' exactness is
+tested against a brute-force reference simulation in tests/test_grammar_pushdown.py.
+
+    python benchmarks/engines_recursive.py [--tokenizers qwen ...] [--walks 4] [--repeats 3]
+
+Writes `--out` (default benchmarks/out/engines_recursive.json, untracked) and prints a table.
+The machine is shared (2 cores, five engineers): timings are noisy.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import platform
+import statistics
+import time
+from importlib.metadata import version
+from typing import Any
+
+import numpy as np
+from _common import add_out_argument, out_path
+from engines import (
+    ENGINE_CLASSES,
+    ENGINES,
+    PACKAGES,
+    installed,
+    median_stats,
+    stats_us,
+    timed_compile,
+    walk,
+)
+from grammar_masks import continuation
+
+from kor_cli.grammar import compile as kor_compile
+from kor_cli.grammar.compile import compile_json_schema, serialize
+from kor_cli.grammar.index import token_trie
+from kor_cli.grammar.pushdown import PushdownGrammar, PushdownMatcher
+from kor_cli.grammar.vocab import TokenizerInfo
+from kor_cli.testing import QWEN_LOGITS_WIDTH, TOKENIZER_NAMES, load_offline_tokenizer
+
+TREE = {
+    "type": "object",
+    "properties": {"v": {"type": "integer"}, "kids": {"type": "array", "items": {"$ref": "#"}}},
+    "required": ["v"],
+    "additionalProperties": False,
+}
+RPC = {
+    "$defs": {
+        "value": {
+            "anyOf": [
+                {"type": ["string", "integer", "boolean", "null"]},
+                {"type": "array", "items": {"$ref": "#/$defs/value"}},
+                {"type": "object", "additionalProperties": {"$ref": "#/$defs/value"}},
+            ]
+        }
+    },
+    "type": "object",
+    "properties": {
+        "jsonrpc": {"const": "2.0"},
+        "method": {"type": "string"},
+        "params": {"$ref": "#/$defs/value"},
+        "id": {"type": "integer"},
+    },
+    "required": ["jsonrpc", "method", "id"],
+    "additionalProperties": False,
+}
+SCHEMAS = {"tree": TREE, "rpc": RPC}
+
+
+def _tree(depth: int) -> dict[str, Any]:
+    node: dict[str, Any] = {"v": depth}
+    for level in range(depth):
+        node = {"v": level * 7, "kids": [node, {"v": -level}]}
+    return node
+
+
+INSTANCES = {
+    "tree": [_tree(6), {"v": 1, "kids": [{"v": 2, "kids": []}, _tree(3), {"v": 40}]}],
+    "rpc": [
+        {
+            "jsonrpc": "2.0",
+            "method": "tools/call",
+            "params": {
+                "name": "search",
+                "args": {"q": "pushdown", "filters": [[1, 2], {"a": [True, None]}]},
+            },
+            "id": 17,
+        },
+        {
+            "jsonrpc": "2.0",
+            "method": "sum",
+            "params": [[[[[[3]]]]], {"x": {"y": {"z": {}}}}],
+            "id": 2,
+        },
+    ],
+}
+
+
+class KorPushdown:
+    """kor-cli: compile_json_schema (rules) + PushdownGrammar over the tokenizer."""
+
+    name = "kor"
+
+    def __init__(self, tokenizer: Any, info: TokenizerInfo) -> None:
+        self.info = info
+        token_trie(info)  # per-tokenizer setup, as in engines.py
+
+    def compile(self, schema: Any) -> PushdownGrammar:
+        kor_compile._cache.clear()
+        return PushdownGrammar(compile_json_schema(schema).rules, self.info)
+
+    def matcher(self, grammar: PushdownGrammar) -> Any:
+        return _KorMatcher(PushdownMatcher(grammar))
+
+
+class _KorMatcher:
+    def __init__(self, m: PushdownMatcher) -> None:
+        self.m = m
+
+    def fill(self, buf: np.ndarray) -> None:
+        self.m.fill_next_token_bitmask(buf)
+
+    def accept(self, token: int) -> bool:
+        return self.m.accept_token(token)
+
+
+def random_walk(grammar: PushdownGrammar, rng: np.random.Generator, cap: int = 150) -> list[int]:
+    """Allowed tokens chosen uniformly, stopping (when allowed) with probability 0.3."""
+    matcher, ids = PushdownMatcher(grammar), []
+    stops = list(grammar.info.stop_ids)
+    while len(ids) < cap and not matcher.is_terminated():
+        allowed = matcher.allowed_mask().copy()
+        can_stop = bool(allowed[stops].any())
+        allowed[stops] = False
+        if can_stop and (rng.random() < 0.3 or not allowed.any()):
+            token = stops[0]
+        else:
+            token = int(rng.choice(np.flatnonzero(allowed)))
+        matcher.accept_token(token)
+        ids.append(token)
+    return ids
+
+
+def agreement(ours: list[np.ndarray], theirs: list[np.ndarray], info: TokenizerInfo) -> dict:
+    """Steps compared, and tokens only we / only they allow (with a few examples)."""
+    only_ours = only_theirs = steps = 0
+    examples: list[list[str]] = []
+    for a_seq, b_seq in zip(ours, theirs, strict=False):
+        for a, b in zip(a_seq, b_seq, strict=False):
+            steps += 1
+            diff_a = np.flatnonzero(np.unpackbits((a & ~b).view(np.uint8), bitorder="little"))
+            diff_b = np.flatnonzero(np.unpackbits((b & ~a).view(np.uint8), bitorder="little"))
+            only_ours += len(diff_a)
+            only_theirs += len(diff_b)
+            for who, diff in (("ours", diff_a), ("theirs", diff_b)):
+                if len(diff) and len(examples) < 8:
+                    token = int(diff[0])
+                    data = info.token_bytes[token] if token < len(info.token_bytes) else None
+                    examples.append([who, str(steps), repr(data)])
+    return {
+        "steps": steps,
+        "only_ours": only_ours,
+        "only_theirs": only_theirs,
+        "examples": examples,
+    }
+
+
+def bench(
+    name: str,
+    engines: dict[str, Any],
+    info: TokenizerInfo,
+    tokenizer: Any,
+    walks: int,
+    repeats: int,
+) -> dict:
+    schema = SCHEMAS[name]
+    words = (info.vocab_size + 31) // 32
+    sequences = [
+        continuation(tokenizer, info, serialize(inst)) + [info.stop_ids[0]]
+        for inst in INSTANCES[name]
+    ]
+    rng = np.random.default_rng(0)
+    walker = engines["kor"].compile(schema)
+    sequences += [random_walk(walker, rng) for _ in range(walks)]
+    row: dict[str, Any] = {"schema": name, "steps": sum(map(len, sequences)), "engines": {}}
+    masks: dict[str, list[np.ndarray]] = {}
+    for ename, engine in engines.items():
+        compile_s: list[float] = []
+        first_s: list[float] = []
+        cold: list[dict[str, float]] = []
+        accepts: list[float] = []
+        kept: list[np.ndarray] = []
+        rejected: list[list[int]] = []
+        try:
+            for rep in range(repeats):
+                c, f, compiled, first_matcher = timed_compile(engine, schema, words)
+                compile_s.append(c)
+                first_s.append(f)
+                fills: list[float] = []
+                for seq_no, seq in enumerate(sequences):
+                    keep = np.zeros((len(seq), words), dtype=np.int32) if rep == 0 else None
+                    matcher = first_matcher if seq_no == 0 else engine.matcher(compiled)
+                    fl, ac, rej = walk(matcher, seq, words, keep)
+                    fills += fl
+                    accepts += ac
+                    if keep is not None:
+                        kept.append(keep[: len(fl)].view("<u4"))
+                        if rej is not None:
+                            rejected.append([seq_no, rej, seq[rej]])
+                cold.append(stats_us(fills))
+        except Exception as error:  # an engine refusing a schema is a result, not a crash
+            row["engines"][ename] = {"error": f"{type(error).__name__}: {error}"[:300]}
+            continue
+        warm: list[float] = []
+        for seq in sequences:
+            warm += walk(engine.matcher(compiled), seq, words, None)[0]
+        row["engines"][ename] = {
+            "compile_ms": round(statistics.median(compile_s) * 1e3, 3),
+            "first_mask_ms": round(statistics.median(first_s) * 1e3, 3),
+            "mask_us_cold": median_stats(cold),
+            "mask_us_warm": stats_us(warm),
+            "accept_us": stats_us(accepts),
+            "rejected": rejected,
+        }
+        masks[ename] = kept
+    row["agreement"] = {e: agreement(masks["kor"], masks[e], info) for e in masks if e != "kor"}
+    return row
+
+
+def table(report: dict[str, Any]) -> str:
+    head = "| tokenizer | schema | engine | compile ms | first mask ms | mask µs mean cold / warm |"
+    lines = [head + " warm p99 µs |", "|---|---|---|---|---|---|---|"]
+    for tname, part in report["tokenizers"].items():
+        for row in part["schemas"]:
+            for ename, r in row["engines"].items():
+                if "error" in r:
+                    lines.append(
+                        f"| {tname} | {row['schema']} | {ename} | {r['error'][:60]} | | | |"
+                    )
+                    continue
+                lines.append(
+                    f"| {tname} | {row['schema']} | {ename} | {r['compile_ms']}"
+                    f" | {r['first_mask_ms']}"
+                    f" | {r['mask_us_cold'].get('mean')} / {r['mask_us_warm'].get('mean')}"
+                    f" | {r['mask_us_warm'].get('p99')} |"
+                )
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tokenizers", nargs="+", choices=TOKENIZER_NAMES, default=["qwen"])
+    parser.add_argument("--schemas", nargs="+", choices=list(SCHEMAS), default=list(SCHEMAS))
+    parser.add_argument("--walks", type=int, default=4, help="random walks per schema")
+    parser.add_argument("--repeats", type=int, default=3, help="compiles per engine × schema")
+    add_out_argument(parser, "engines_recursive.json")
+    args = parser.parse_args()
+    args.out = out_path(args)
+    names = [e for e in ENGINES if installed(e)]
+    started = time.perf_counter()
+    report: dict[str, Any] = {
+        "machine": f"{platform.machine()}, {platform.python_implementation()} "
+        f"{platform.python_version()}, numpy {np.__version__}; shared by five engineers",
+        "versions": {PACKAGES[e]: version(PACKAGES[e]) for e in names},
+        "whitespace": "compact everywhere: ',' and ':' with no spaces",
+        "load_average_at_start": [round(x, 2) for x in os.getloadavg()],
+        "tokenizers": {},
+    }
+    for tname in args.tokenizers:
+        tokenizer = load_offline_tokenizer(tname)
+        width = QWEN_LOGITS_WIDTH if tname == "qwen" else None
+        info = TokenizerInfo.from_hf(tokenizer, vocab_size=width)
+        engines = {"kor": KorPushdown(tokenizer, info)}
+        engines.update({e: ENGINE_CLASSES[e](tokenizer, info) for e in names if e != "kor"})
+        rows = []
+        for sname in args.schemas:
+            t0 = time.perf_counter()
+            rows.append(bench(sname, engines, info, tokenizer, args.walks, args.repeats))
+            print(f"[{tname} {sname}: {time.perf_counter() - t0:.1f} s]", flush=True)
+        report["tokenizers"][tname] = {"vocab_size": info.vocab_size, "schemas": rows}
+        del engines
+        gc.collect()
+    report["total_s"] = round(time.perf_counter() - started, 1)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(report, indent=1, ensure_ascii=False) + "\n")
+    print(table(report))
+    print(f"\nwrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()
