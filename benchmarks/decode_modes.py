@@ -75,11 +75,11 @@ class TimedConstraint:
         self.clock[0] += time.perf_counter() - started
         return out
 
-    def mask(self, device: Any) -> Any:
-        return self._timed("mask", device)
+    def fill_bitmask(self, bitmask: Any, row: int) -> None:
+        self._timed("fill_bitmask", bitmask, row)
 
-    def packed_mask(self) -> Any:
-        return self._timed("packed_mask")
+    def state_key(self) -> Any:
+        return self._timed("state_key")
 
     def allowed_ids(self, device: Any) -> Any:
         return self._timed("allowed_ids", device)

@@ -5,35 +5,36 @@ pass feeds every live row its next tokens, and a row that finishes leaves at onc
 slot takes the next request (continuous batching) when the backend can insert rows. A
 `Constraint` per row (the grammar adapter) masks the logits before temperature/top-k/top-p
 and may force tokens (jump-forward); forced tokens ride along in the row's next forward
-pass instead of costing passes of their own. Masks are packed words `[B, ceil(V/32)]`
-stacked on the host, copied once and applied in one vectorised op. Without constraints
-this is plain prompt-only decoding.
+pass instead of costing passes of their own. Masks are one packed int32 bitmask
+`[slots, ceil(V/32)]` on the host (a slot's row is refilled only when its grammar state
+changes), copied once and applied in one vectorised op. Without constraints this is plain
+prompt-only decoding.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Hashable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import numpy as np
 
 from kor_cli.backends import Backend, as_backend
-from kor_cli.backends.head import (
-    DEFAULT_SELECTIVE_LIMIT,
-    SelectiveHead,
-    apply_packed_masks,
-    pack_bool_mask,
-)
+from kor_cli.backends.head import DEFAULT_SELECTIVE_LIMIT, SelectiveHead
+from kor_cli.grammar.surface import allocate_token_bitmask, apply_token_bitmask_, pack_bool_mask
 
 
 class Constraint(Protocol):
     """What the decode loop needs from a grammar (see kor_cli/constrain.py)."""
 
-    def mask(self, device: Any) -> Any:
-        """Bool tensor [vocab_size] of allowed next tokens (used when the constraint has
-        no `packed_mask() -> uint32 words`, bit i % 32 of word i // 32 for token i)."""
+    def fill_bitmask(self, bitmask: Any, row: int) -> None:
+        """Write the allowed next tokens into row `row` of an int32 [B, ceil(V/32)] bitmask
+        (token i: bit i % 32 of word i // 32). A simple constraint may instead provide
+        `mask(device)`: a bool tensor [vocab_size] (packed by the loop)."""
+
+    def state_key(self) -> Hashable | None:
+        """Equal keys mean equal masks, so the row's bitmask is kept (None: refill)."""
 
     def allowed_ids(self, device: Any) -> Any:
         """Long tensor of the allowed next token ids (for the selective LM head)."""
@@ -122,6 +123,39 @@ Request = tuple[list[int], "Constraint | None"]
 READY_LIMIT = 64
 
 
+class _SlotMasks:
+    """One packed bitmask row per slot, refilled only when the row's grammar state changes."""
+
+    def __init__(self, slots: int, vocab_size: int) -> None:
+        self.bitmask = allocate_token_bitmask(slots, vocab_size)
+        self.filled: list[tuple[_Row, Hashable] | None] = [None] * slots
+
+    def select(self, order: list[int], rows: list[_Row], device: Any) -> np.ndarray | None:
+        """The bitmask rows of `order` (slots), in that order, each row up to date (None
+        when no row is constrained)."""
+        if all(row.constraint is None for row in rows):
+            return None
+        bitmask = self.bitmask
+        for slot, row in zip(order, rows, strict=True):
+            constraint = row.constraint
+            key = None if constraint is None else getattr(constraint, "state_key", _none)()
+            entry = self.filled[slot]
+            if key is not None and entry is not None and entry[0] is row and entry[1] == key:
+                continue
+            if constraint is None:
+                bitmask[slot] = -1
+            elif hasattr(constraint, "fill_bitmask"):
+                constraint.fill_bitmask(bitmask, slot)
+            else:
+                bitmask[slot] = pack_bool_mask(constraint.mask(device), bitmask.shape[1])
+            self.filled[slot] = (row, key)
+        return bitmask[order]
+
+
+def _none() -> None:
+    return None
+
+
 class Decoder:
     """Runs generation on a backend (or a `LoadedModel`, wrapped in the transformers one)."""
 
@@ -130,7 +164,6 @@ class Decoder:
         self.loaded = self.backend.loaded
         self.step = SelectiveHead(self.backend, selective_limit)
         self.stop_ids = frozenset(self.loaded.stop_ids)
-        self.words = -(-int(self.loaded.vocab_size) // 32)
 
     def generate(
         self,
@@ -194,6 +227,7 @@ class Decoder:
         if options.seed is not None:
             generator = torch.Generator(device=self.loaded.device).manual_seed(options.seed)
         pending = enumerate(requests)
+        masks = _SlotMasks(slots, int(self.loaded.vocab_size))
         free = list(range(slots - 1, -1, -1))
         live: dict[int, _Row] = {}  # slot -> row
         inputs: dict[int, list[int]] = {}  # slot -> tokens to feed next
@@ -229,7 +263,10 @@ class Decoder:
             with torch.inference_mode():  # not held across yields
                 order, states = self._forward(new, inputs, live)
                 rows = [live[slot] for slot in order]
-                steps = self._advance_rows(rows, states, options, generator, stop_strings, observer)
+                bitmask = masks.select(order, rows, states.device)
+                steps = self._advance_rows(
+                    rows, states, options, generator, stop_strings, observer, bitmask
+                )
                 inputs, done = {}, []
                 for slot, row, step in zip(order, rows, steps, strict=True):
                     if row.finish:
@@ -275,31 +312,17 @@ class Decoder:
             row.finish = "length"
         return forced
 
-    def _logits(self, rows: list[_Row], states: Any) -> Any:
-        """Next-token logits, masked by each row's grammar (one packed-mask op)."""
+    def _logits(self, rows: list[_Row], states: Any, bitmask: np.ndarray | None) -> Any:
+        """Next-token logits, masked by each row's grammar (one packed-bitmask op)."""
         device = states.device
         constrained = [row.constraint is not None for row in rows]
         allowed = None
         if all(constrained):
             allowed = [row.constraint.allowed_ids(device) for row in rows]  # type: ignore[union-attr]
         logits = self.step.logits(states, allowed)
-        if any(constrained):
-            words = np.full((len(rows), self.words), 0xFFFFFFFF, dtype="<u4")
-            for at, row in enumerate(rows):
-                if row.constraint is not None:
-                    words[at] = self._packed(row.constraint, device)
-            logits = apply_packed_masks(logits, words)
+        if bitmask is not None:
+            logits = apply_token_bitmask_(logits, bitmask)
         return logits
-
-    def _packed(self, constraint: Constraint, device: Any) -> np.ndarray:
-        """The constraint's packed mask, `self.words` wide."""
-        packed = getattr(constraint, "packed_mask", None)
-        if packed is None:
-            return pack_bool_mask(constraint.mask(device), self.words)
-        mask = packed()
-        if mask.shape[0] >= self.words:
-            return mask[: self.words]
-        return np.concatenate([mask, np.zeros(self.words - mask.shape[0], dtype="<u4")])
 
     def _advance_rows(
         self,
@@ -309,9 +332,10 @@ class Decoder:
         generator: Any,
         stop_strings: tuple[str, ...],
         observer: StepObserver | None,
+        bitmask: np.ndarray | None,
     ) -> list[list[int]]:
         """Mask, choose and record one token per row; return each row's next input."""
-        tokens = choose_tokens(self._logits(rows, states), options, generator)
+        tokens = choose_tokens(self._logits(rows, states, bitmask), options, generator)
         if observer is not None:
             full = self.step.backend.project(states)
             for at, (row, token) in enumerate(zip(rows, tokens, strict=True)):

@@ -2,45 +2,64 @@
 
 Use one processor per `generate` call (it keeps each row's matcher):
 
-    index = TokenIndex(grammar.dfa, TokenizerInfo.from_hf(tokenizer, vocab_size=...))
-    model.generate(ids, logits_processor=LogitsProcessorList([GrammarLogitsProcessor(index)]))
+    compiled = compile_grammar(grammar, TokenizerInfo.from_hf(tokenizer, vocab_size=...))
+    model.generate(ids, logits_processor=LogitsProcessorList([GrammarLogitsProcessor(compiled)]))
 
-`generate` cannot append forced text without sampling, so there is no jump-forward here;
-the decode loop in `kor_cli.decode` does that.
+Each step fills one packed bitmask for the batch (only the rows whose grammar state
+changed) and applies it in one op. `generate` cannot append forced text without sampling,
+so there is no jump-forward here; the decode loop in `kor_cli.decode` does that.
 """
 
 from __future__ import annotations
 
+from collections.abc import Hashable
 from typing import Any
 
 from transformers import LogitsProcessor
 
-from kor_cli.grammar.index import TokenIndex
-from kor_cli.grammar.matcher import GrammarMatcher
+from kor_cli.grammar.surface import (
+    CompiledGrammar,
+    GrammarMatcher,
+    allocate_token_bitmask,
+    apply_token_bitmask_,
+)
+
+_FINISHED = object()  # the key of a row past its stop token (all allowed: generate pads it)
 
 
 class GrammarLogitsProcessor(LogitsProcessor):
-    """Masks every token the grammar forbids, row by row, before any sampling warper."""
+    """Masks every token the grammar forbids, for the whole batch, before any sampling warper."""
 
-    def __init__(self, index: TokenIndex) -> None:
-        self.index = index
+    def __init__(self, compiled: CompiledGrammar) -> None:
+        self.compiled = compiled
         self.matchers: list[GrammarMatcher] = []
+        self._bitmask: Any = None
+        self._keys: list[Hashable] = []
+        self._stopped: list[bool] = []
         self._seen = 0
 
     def __call__(self, input_ids: Any, scores: Any) -> Any:
-        import torch
-
         if not self.matchers:
-            self.matchers = [GrammarMatcher(self.index) for _ in range(input_ids.shape[0])]
+            rows = input_ids.shape[0]
+            self.matchers = [GrammarMatcher(self.compiled) for _ in range(rows)]
+            self._bitmask = allocate_token_bitmask(rows, self.compiled.vocab_size)
+            self._keys = [None] * rows
+            self._stopped = [False] * rows
         elif input_ids.shape[1] > self._seen:
-            for matcher, token in zip(self.matchers, input_ids[:, -1].tolist(), strict=True):
-                if not matcher.is_finished and not matcher.accept_token(token):
+            for row, token in enumerate(input_ids[:, -1].tolist()):
+                if self._stopped[row]:
+                    continue
+                if not self.matchers[row].accept_token(token):
                     raise RuntimeError(f"token {token} was sampled against the grammar")
+                self._stopped[row] = self.compiled.is_stop(token)
         self._seen = input_ids.shape[1]
-        width = scores.shape[-1]
-        masks = [m.mask_tensor(scores.device)[:width] for m in self.matchers]
-        allowed = torch.stack(masks)
         for row, matcher in enumerate(self.matchers):
-            if matcher.is_finished:  # generate pads finished rows: keep their logits finite
-                allowed[row] = True
-        return scores.masked_fill(~allowed, float("-inf"))
+            key = _FINISHED if self._stopped[row] else matcher.state_key()
+            if key == self._keys[row]:
+                continue  # the row's bitmask still holds this state's mask
+            if key is _FINISHED:  # generate pads finished rows: keep their logits finite
+                self._bitmask[row] = -1
+            else:
+                matcher.fill_next_token_bitmask(self._bitmask, row)
+            self._keys[row] = key
+        return apply_token_bitmask_(scores, self._bitmask)

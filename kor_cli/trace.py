@@ -11,6 +11,7 @@ records the steps; the logits come from the decode loop's observer hook.
 
 from __future__ import annotations
 
+from collections.abc import Hashable
 from dataclasses import asdict, dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -52,14 +53,16 @@ class TracingConstraint:
     def __init__(self, inner: GrammarConstraint, tokenizer: Any) -> None:
         self.inner = inner
         self.tokenizer = tokenizer
-        self.token_bytes = inner.matcher.index.info.token_bytes
+        self.compiled = inner.matcher.compiled
+        self.token_bytes = self.compiled.token_bytes
         self.steps: list[TraceStep] = []
-        self._mask: Any = None
         self._observed: tuple[int, float, float] | None = None
 
-    def mask(self, device: Any) -> Any:
-        self._mask = self.inner.mask(device)
-        return self._mask
+    def fill_bitmask(self, bitmask: Any, row: int) -> None:
+        self.inner.fill_bitmask(bitmask, row)
+
+    def state_key(self) -> Hashable:
+        return self.inner.state_key()
 
     def allowed_ids(self, device: Any) -> Any:
         return self.inner.allowed_ids(device)
@@ -69,7 +72,7 @@ class TracingConstraint:
         import torch
 
         probs = torch.softmax(logits.float(), dim=-1)
-        allowed = self._mask[: probs.shape[-1]]
+        allowed = torch.from_numpy(self.inner.allowed_mask())[: probs.shape[-1]]
         kept = float(probs[allowed].sum().clamp(0.0, 1.0))
         self._observed = (int(allowed.sum()), kept, float(probs[token_id]))
 
@@ -77,7 +80,7 @@ class TracingConstraint:
         self.inner.advance(token_id)
         allowed, mass, p_token = self._observed or (None, None, None)
         self._observed = None
-        kind = "stop" if self.inner.matcher.index.is_stop(token_id) else "sample"
+        kind = "stop" if self.compiled.is_stop(token_id) else "sample"
         self.steps.append(
             TraceStep(kind, [token_id], self.token_text([token_id]), allowed, mass, p_token)
         )

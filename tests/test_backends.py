@@ -1,5 +1,5 @@
 """The model seam: our static-cache step vs transformers' forward, slots refilled while
-others run, packed masks, threads by model size, CUDA graphs (GPU only)."""
+others run, threads by model size, CUDA graphs (GPU only)."""
 
 from __future__ import annotations
 
@@ -7,18 +7,12 @@ import os
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pytest
 import torch
 
 from kor_cli.backends import as_backend
 from kor_cli.backends.graphs import StepGraphs, _Captured
-from kor_cli.backends.head import (
-    SelectiveHead,
-    apply_packed_masks,
-    pack_bool_mask,
-    unpack_on_device,
-)
+from kor_cli.backends.head import SelectiveHead
 from kor_cli.backends.static_cache import StaticCacheModel
 from kor_cli.backends.threads import choose_threads
 from kor_cli.backends.transformers import TransformersBackend
@@ -134,19 +128,6 @@ def test_transformers_cache_fallback_agrees(tiny: LoadedModel) -> None:
 def test_a_loaded_model_shares_one_backend(tiny: LoadedModel) -> None:
     assert as_backend(tiny) is as_backend(tiny)
     assert Decoder(tiny).backend is as_backend(tiny)
-
-
-def test_packed_masks_equal_bool_masking() -> None:
-    rng = np.random.default_rng(0)
-    vocab = 77
-    masks = rng.random((3, vocab)) < 0.3
-    masks[2] = True
-    words = np.stack([pack_bool_mask(m, -(-vocab // 32)) for m in masks])
-    logits = torch.randn(3, vocab)
-    expected = logits.masked_fill(~torch.from_numpy(masks), float("-inf"))
-    assert torch.equal(apply_packed_masks(logits.clone(), words), expected)
-    unpacked = unpack_on_device(words, vocab, torch.device("cpu"))  # the accelerator way
-    assert torch.equal(unpacked, torch.from_numpy(masks))
 
 
 def test_threads_by_model_size(tiny: LoadedModel) -> None:

@@ -19,6 +19,7 @@ from kor_cli.constrain import GrammarConstraint
 from kor_cli.decode import Decoder, SamplingOptions
 from kor_cli.envelope import JSON_TAGS
 from kor_cli.extract import ExtractOptions, Extractor
+from kor_cli.grammar.surface import pack_bool_mask
 from kor_cli.models import LoadedModel, encode_prompt, load_model
 from kor_cli.parse import parse_prompt_output
 from kor_cli.schema import Schema, load_schema
@@ -53,15 +54,23 @@ class SteeredConstraint(GrammarConstraint):
         narrowed = grammar & steer
         return narrowed if narrowed.any() else grammar
 
-    def mask(self, device: Any) -> Any:
-        return torch.from_numpy(self._allowed().copy()).to(device)
+    def fill_bitmask(self, bitmask: Any, row: int) -> None:
+        bitmask[row] = pack_bool_mask(self._allowed(), bitmask.shape[1])
+
+    def state_key(self) -> None:
+        return None  # the steered mask changes with the target, not only the state
 
     def allowed_ids(self, device: Any) -> Any:
         return torch.from_numpy(np.flatnonzero(self._allowed())).to(device)
 
     def advance(self, token_id: int) -> None:
         super().advance(token_id)
-        self.done += self.matcher.index.info.token_bytes[token_id] or b""
+        self.done += self.matcher.compiled.token_bytes[token_id] or b""
+
+    def forced_tokens(self, limit: int) -> list[int]:
+        ids = super().forced_tokens(limit)
+        self.done += b"".join(self.matcher.compiled.token_bytes[i] or b"" for i in ids)
+        return ids
 
 
 @pytest.fixture(scope="module")
@@ -84,7 +93,7 @@ def steerable(schema: Schema, tiny: LoadedModel) -> tuple[Extractor, Any, dict[b
     )
     assert extractor.constraints is not None
     by_bytes: dict[bytes, list[int]] = {}
-    for token_id, raw in enumerate(extractor.constraints.index.info.token_bytes):
+    for token_id, raw in enumerate(extractor.constraints.compiled.token_bytes):
         if raw:
             by_bytes.setdefault(raw, []).append(token_id)
     return extractor, extractor.constraints.new, by_bytes

@@ -108,13 +108,13 @@ class Steer:
     def __init__(self, inner: GrammarConstraint, target: bytes) -> None:
         self.inner = inner
         self.target = target
-        self.token_bytes = inner.matcher.index.info.token_bytes
+        self.token_bytes = inner.matcher.compiled.token_bytes
         self.written = b""
 
     def _mask(self, device: Any) -> Any:
         import torch
 
-        mask = self.inner.mask(device)
+        mask = torch.from_numpy(self.inner.allowed_mask()).to(device)
         rest = self.target[len(self.written) :] if self.target.startswith(self.written) else b""
         ok = [bool(b) and rest.startswith(b) for b in self.token_bytes[: mask.shape[0]]]
         ok += [False] * (mask.shape[0] - len(ok))

@@ -88,7 +88,7 @@ def test_logits_processor_agrees_with_own_loop(tiny: LoadedModel) -> None:
     generated = tiny.model.generate(
         torch.tensor([prompt]),
         attention_mask=torch.ones(1, len(prompt), dtype=torch.long),
-        logits_processor=LogitsProcessorList([GrammarLogitsProcessor(factory.index)]),
+        logits_processor=LogitsProcessorList([GrammarLogitsProcessor(factory.compiled)]),
         do_sample=False,
         max_new_tokens=80,
         eos_token_id=list(tiny.stop_ids),

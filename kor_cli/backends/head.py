@@ -1,16 +1,15 @@
-"""Next-token logits from a backend's states: full or selective LM head, packed masks.
+"""Next-token logits from a backend's states: full or selective LM head.
 
 Selective LM head: when every live row allows only a few tokens, computing logits for all
 V rows of the output projection is wasted work (V×H multiply-adds per token; 136M for
 Qwen2.5-0.5B). Then only the union of allowed rows is projected and the rest stays -inf.
-It needs the hidden state before the head (`backend.splits_head`).
+It needs the hidden state before the head (`backend.splits_head`). Masking the logits with
+packed bitmasks is `kor_cli.grammar.surface.apply_token_bitmask_`.
 """
 
 from __future__ import annotations
 
 from typing import Any
-
-import numpy as np
 
 DEFAULT_SELECTIVE_LIMIT = 2048
 
@@ -64,41 +63,3 @@ def _union(allowed: list[Any]) -> Any:
     if len(distinct) == 1:  # one shared id tensor needs no unique() (a device sync on GPU)
         return next(iter(distinct.values()))
     return torch.unique(torch.cat(allowed))
-
-
-SHIFTS: dict[str, Any] = {}
-
-
-def apply_packed_masks(logits: Any, words: np.ndarray) -> Any:
-    """Set logits of tokens whose bit is 0 to -inf: `words` uint32 [B, ceil(V/32)]
-    (bit i % 32 of word i // 32 for token i). On CPU the bits are unpacked by numpy; on an
-    accelerator the packed words are copied once (1/8 of a bool mask) and unpacked there."""
-    import torch
-
-    width = logits.shape[-1]
-    if logits.device.type == "cpu":
-        bits = np.unpackbits(words.view(np.uint8), axis=-1, count=width, bitorder="little")
-        return logits.masked_fill_(~torch.from_numpy(bits.view(bool)), float("-inf"))
-    allowed = unpack_on_device(words, width, logits.device)
-    return logits.masked_fill_(~allowed, float("-inf"))
-
-
-def unpack_on_device(words: np.ndarray, width: int, device: Any) -> Any:
-    """Bool [B, width] from packed words, copied once to `device` and unpacked there."""
-    import torch
-
-    shifts = SHIFTS.get(str(device))
-    if shifts is None:
-        shifts = SHIFTS[str(device)] = torch.arange(32, dtype=torch.int32, device=device)
-    packed = torch.from_numpy(words.view(np.int32)).to(device, non_blocking=True)
-    bits = (packed[:, :, None] >> shifts) & 1
-    return bits.view(packed.shape[0], -1)[:, :width].bool()
-
-
-def pack_bool_mask(mask: Any, words: int) -> np.ndarray:
-    """A bool [V] tensor or array as `words` packed uint32 words."""
-    flat = np.asarray(mask.cpu() if hasattr(mask, "cpu") else mask, dtype=bool)
-    packed = np.packbits(flat, bitorder="little")
-    out = np.zeros(words * 4, dtype=np.uint8)
-    out[: packed.size] = packed[: words * 4]
-    return out.view("<u4")

@@ -3,6 +3,7 @@
 Pipeline: JSON Schema / regex / choice list → regex AST → byte NFA → minimised byte DFA
 (`fsm.ByteDFA`) → per-state allowed-token bitmask (`index.TokenIndex`, over the exact
 bytes of every token from `vocab.TokenizerInfo`) → per-request `matcher.GrammarMatcher`.
+Code outside this package uses only `kor_cli.grammar.surface` (the one matcher surface).
 
 Contract of `fsm.ByteDFA` (shared by every module here):
 - `transitions`: int32 array [num_states, 256]; state 0 is the dead state (all its

@@ -111,6 +111,7 @@ class TokenIndex:
         self._accepting = np.asarray(dfa.accepting, dtype=bool) & live
         outgoing = (table != 0).sum(axis=1)
         self._single = np.where(outgoing == 1, (table != 0).argmax(axis=1), -1)
+        self._continues = outgoing > 0
         self._stops = np.asarray(info.stop_ids, dtype=np.int64)
         self._stop_set = frozenset(info.stop_ids)
         self._trie, self._body, self._quoted = _shared(info)
@@ -259,6 +260,10 @@ class TokenIndex:
     # -- walking ---------------------------------------------------------------------
     def is_accepting(self, state: int) -> bool:
         return bool(self._accepting[state])
+
+    def can_continue(self, state: int) -> bool:
+        """True when some byte leads on from `state` to a live state."""
+        return bool(self._continues[state])
 
     def is_stop(self, token_id: int) -> bool:
         return token_id in self._stop_set

@@ -1,5 +1,7 @@
-"""GrammarMatcher: one request's position in the grammar, advanced token by token.
+"""GrammarMatcher: one request's position in a DFA grammar, advanced token by token.
 
+This is the DFA engine behind `kor_cli.grammar.surface.GrammarMatcher` (whose docstring is
+the contract every engine's matcher meets); code outside `kor_cli.grammar` uses the surface.
 The matcher keeps a history of states (one entry per accepted token or byte string) so the
 decode loop can roll back speculative or backed-off tokens. After a stop token, accepted in
 an accepting state, the matcher is finished and allows nothing more.
@@ -11,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from kor_cli.grammar.bitmask import write_row
 from kor_cli.grammar.index import FORCED_LIMIT, TokenIndex
 
 
@@ -65,6 +68,21 @@ class GrammarMatcher:
             return False
         self._history.append(nxt)
         return True
+
+    def is_terminated(self) -> bool:
+        """After a stop token, or in an accepting state from which nothing leads on."""
+        if self._finished:
+            return True
+        state = self.state
+        return self.index.is_accepting(state) and not self.index.can_continue(state)
+
+    def state_key(self) -> int:
+        """The DFA state whose mask applies now (0 once finished: nothing allowed)."""
+        return self._mask_state()
+
+    def fill_next_token_bitmask(self, bitmask: np.ndarray, row: int = 0) -> None:
+        """Write the allowed tokens of now into row `row` of an int32 [B, W] numpy bitmask."""
+        write_row(bitmask, row, self.index.packed(self._mask_state()))
 
     def rollback(self, n_tokens: int = 1) -> None:
         """Undo the last `n_tokens` accepted tokens or byte strings (a stop included)."""
