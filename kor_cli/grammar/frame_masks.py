@@ -43,13 +43,22 @@ from kor_cli.grammar.vocab import TokenizerInfo
 
 
 @dataclass(frozen=True)
+class Escape:
+    """The escaping tokens that leave `suffix` for the caller to read."""
+
+    suffix: bytes
+    tokens: tuple[int, ...]
+
+
+@dataclass(frozen=True)
 class FrameMask:
     """The token masks of one top frame (see the module docstring)."""
 
     stays: np.ndarray  # packed <u4 words, stop ids never set
-    escapes: dict[int, tuple[int, ...]]  # byte the caller reads first → token ids
+    escapes: dict[int, tuple[Escape, ...]]  # first byte the caller reads → escapes
     ends: bool  # the frame can end before reading a byte
     escape_bytes: int = 0  # the keys of `escapes` as a 256-bit int
+    escape_tokens: tuple[int, ...] = ()  # every escaping token
 
 
 class _TableDFA:
@@ -115,33 +124,36 @@ class FrameMasks:
             for callee, _ in table.calls.get(at, ()):
                 inner = self.get(callee, self.stacks.table(callee).start)
                 stays |= inner.stays
-                for tokens in inner.escapes.values():
-                    extra.update(tokens)
+                extra.update(inner.escape_tokens)
         stays &= self._keep
         candidates &= self._keep & ~stays
-        for token in extra:
-            if not stays[token >> 5] >> (token & 31) & 1:
-                candidates[token >> 5] |= np.uint32(1 << (token & 31))
+        if extra:
+            _set(candidates, np.fromiter(extra, dtype=np.int64, count=len(extra)))
+            candidates &= ~stays
         ids = _ids(candidates, self.info.vocab_size).tolist()
-        escapes: dict[int, list[int]] = {}
-        escape_bytes = 0
+        by_suffix: dict[bytes, list[int]] = {}
         if ids:
             base = self.stacks.push(CONTEXT, rule_id, state)
             token_bytes = self.info.token_bytes
             self.candidates += len(ids)
             kinds = self.stacks.classify(base, [token_bytes[t] or b"" for t in ids])
-            for token, (kind, follow) in zip(ids, kinds, strict=True):
-                if kind == STAYS:
-                    stays[token >> 5] |= np.uint32(1 << (token & 31))
-                elif kind == ESCAPES:
-                    escape_bytes |= follow
-                    while follow:
-                        byte = follow.bit_length() - 1
-                        escapes.setdefault(byte, []).append(token)
-                        follow ^= 1 << byte
+            staying = [t for t, (kind, _) in zip(ids, kinds, strict=True) if kind == STAYS]
+            _set(stays, np.asarray(staying, dtype=np.int64))
+            for token, (kind, offsets) in zip(ids, kinds, strict=True):
+                if kind == ESCAPES:
+                    data = token_bytes[token] or b""
+                    while offsets:
+                        at = offsets.bit_length() - 1
+                        by_suffix.setdefault(data[at:], []).append(token)
+                        offsets ^= 1 << at
         ends = any(table.accepting[at] for at in here)
-        frozen = {byte: tuple(tokens) for byte, tokens in sorted(escapes.items())}
-        return FrameMask(stays, frozen, ends, escape_bytes)
+        escapes: dict[int, list[Escape]] = {}
+        for suffix, tokens in sorted(by_suffix.items()):
+            escapes.setdefault(suffix[0], []).append(Escape(suffix, tuple(tokens)))
+        frozen = {byte: tuple(group) for byte, group in escapes.items()}
+        escape_bytes = sum(1 << byte for byte in frozen)
+        every = tuple(sorted({t for tokens in by_suffix.values() for t in tokens}))
+        return FrameMask(stays, frozen, ends, escape_bytes, every)
 
     def _rule_indexes(self, rule_id: int, table: RuleTable) -> _RuleIndexes:
         found = self._indexes.get(rule_id)
@@ -183,6 +195,11 @@ def _crossing_dfa(table: np.ndarray, crossing: np.ndarray, key: str) -> Any:
     accepting[cross] = True
     accepting[0] = accepting[size] = False
     return _TableDFA(out, accepting, size + 1 if size > 1 else cross, f"{key} crossing")
+
+
+def _set(words: np.ndarray, ids: np.ndarray) -> None:
+    """Set the bits of token `ids` in packed words."""
+    np.bitwise_or.at(words, ids >> 5, (1 << (ids & 31)).astype("<u4"))
 
 
 def _ids(words: np.ndarray, vocab_size: int) -> np.ndarray:

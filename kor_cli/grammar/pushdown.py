@@ -47,6 +47,7 @@ class PushdownGrammar:
         self.dead = root != EMPTY and not self.stacks.frame(root)[1]
         self._stops = frozenset(info.stop_ids)
         self._stack_masks: dict[int, np.ndarray] = {}
+        self._suffixes: dict[tuple[int, bytes], bool] = {}
         self._masks: dict[Config, np.ndarray] = {}
         self._nothing = np.zeros(self.frames.words, dtype="<u4")
 
@@ -79,7 +80,7 @@ class PushdownGrammar:
         found = self._stack_masks.get(stack)
         if found is not None:
             return found
-        stacks, frames, token_bytes = self.stacks, self.frames, self.info.token_bytes
+        stacks, frames = self.stacks, self.frames
         words = np.zeros(frames.words, dtype="<u4")
         at = stack
         while True:
@@ -93,9 +94,10 @@ class PushdownGrammar:
             while follow:  # the escapes whose first byte after the frame the caller reads
                 byte = follow.bit_length() - 1
                 follow ^= 1 << byte
-                for token in frame.escapes[byte]:
-                    if stacks.walk((at,), token_bytes[token] or b""):
-                        words[token >> 5] |= np.uint32(1 << (token & 31))
+                for escape in frame.escapes[byte]:
+                    if self._reads(below, escape.suffix):
+                        for token in escape.tokens:
+                            words[token >> 5] |= np.uint32(1 << (token & 31))
             if not frame.ends:
                 break
             at = below
@@ -103,6 +105,16 @@ class PushdownGrammar:
             del self._stack_masks[next(iter(self._stack_masks))]
         self._stack_masks[stack] = words
         return words
+
+    def _reads(self, stack: int, data: bytes) -> bool:
+        """True when `data` can be read from `stack` (cached)."""
+        key = (stack, data)
+        found = self._suffixes.get(key)
+        if found is None:
+            if len(self._suffixes) >= 16 * _MAX_CACHED:
+                self._suffixes.clear()
+            found = self._suffixes[key] = bool(self.stacks.walk((stack,), data))
+        return found
 
     def next_config(self, config: Config, token_id: int) -> Config:
         """The configuration after `token_id` (empty: not allowed). A stop id keeps an

@@ -204,11 +204,11 @@ class Stacks:
         """How each byte string reads from the base stack `base` (its bottom is CONTEXT):
         STAYS (some way keeps the base frame), ESCAPES (only by ending the base frame after
         at least one byte, the caller reading the rest), or 0 (not at all); with ESCAPES,
-        the bytes the caller would read first (a 256-bit int). Ending the base frame before
+        where the caller would start reading (bit k: before byte k). Ending the base frame before
         the first byte is left out: the caller's own mask covers that. Strings sharing a
         prefix share its walk (they are visited in sorted order)."""
         out = [(0, 0)] * len(tokens)
-        # path[i]: (configuration, escape bytes so far) after the first i bytes of `previous`
+        # path[i]: (configuration, escape offsets so far) after the first i bytes of `previous`
         path: list[tuple[Config, int]] = [(frozenset((base,)), 0)]
         previous = b""
         for index in sorted(range(len(tokens)), key=tokens.__getitem__):
@@ -226,7 +226,7 @@ class Stacks:
                 nxt: set[int] = set()
                 for stack in current:
                     if at and self.closure(stack)[1] & REACHES_CONTEXT:
-                        follow |= 1 << byte
+                        follow |= 1 << at
                     nxt.update(self.step(stack, byte))
                 current = frozenset(nxt)
                 path.append((current, follow))
