@@ -147,7 +147,7 @@ def test_tree_nests_to_any_depth() -> None:
         [nested_tree(d) for d in (0, 1, 4, 12)],
         [nested_tree(12, bad=True), {"kids": []}, {"v": 1, "kids": [{"kids": []}]}],
     )
-    assert grammar.recursive
+    assert grammar.has_calls
 
 
 def test_nested_comments() -> None:
@@ -229,7 +229,7 @@ def test_recursion_under_products_stays_bounded() -> None:
     tree = {**TREE, "properties": {**TREE["properties"], "kids": kids}}
     schema = {"$defs": {"tree": tree}, "oneOf": [{"$ref": "#/$defs/tree"}, {"type": "null"}]}
     grammar = compile_json_schema(schema)
-    assert not grammar.recursive
+    assert not grammar.has_calls
     assert matches(grammar, canonical(TREE, nested_tree(2)))
     assert not matches(grammar, canonical(TREE, nested_tree(6)))  # past max_recursion_depth
     # a recursive grammar beside a product: calls outside, the product call-free
@@ -242,7 +242,7 @@ def test_one_rule_grammars_are_plain_dfas() -> None:
               "$defs": {"x": {"type": "array", "items": {"$ref": "#/$defs/y"}},
                         "y": {"enum": [1, 2]}}}  # fmt: skip
     grammar = compile_json_schema(schema)
-    assert not grammar.recursive
+    assert not grammar.has_calls
     assert grammar.rules.rule(grammar.rules.start).dfa is grammar.dfa
     assert not grammar.rules.rule(grammar.rules.start).calls
 
@@ -319,3 +319,28 @@ values = st.recursive(
 def test_any_nesting_of_params_is_accepted(params: Any) -> None:
     instance = {"jsonrpc": "2.0", "method": "m", "params": params, "id": 7}
     assert matches(compile_json_schema(RPC), canonical(RPC, instance))
+
+
+def wide(prefix: str, count: int) -> dict[str, Any]:
+    props = {
+        f"{prefix}{k}": {"type": "string", "pattern": f"^{prefix}[0-9]+$"} for k in range(count)
+    }
+    return {"type": "object", "properties": props, "required": [f"{prefix}0"]}
+
+
+def test_large_values_are_rules_built_when_reached(monkeypatch: pytest.MonkeyPatch) -> None:
+    schema = {
+        "type": "object",
+        "properties": {"a": wide("a", 60), "b": {"type": "array", "items": wide("b", 60)}},
+        "required": ["a"],
+    }
+    grammar = compile_json_schema(schema)
+    assert grammar.has_calls and grammar.rules.built == 1  # only the start rule so far
+    instance = {"a": {"a0": "a1", "a7": "a22"}, "b": [{"b0": "b3"}]}
+    assert matches(grammar, canonical(schema, instance))
+    assert not matches(grammar, canonical(schema, {"a": {"a0": "b1"}}))
+    # inlining every call gives the one-rule grammar back, to the byte
+    monkeypatch.setattr("kor_cli.grammar.json_rules.SPLIT_SIZE", 10**9)
+    whole = compile_json_schema(schema, GrammarOptions(time_limit_s=29.0))  # not cached
+    assert not whole.has_calls
+    assert grammar.dfa.fingerprint() == whole.dfa.fingerprint()

@@ -68,9 +68,11 @@ class GrammarOptions:
 class Grammar:
     """A compiled grammar: its rules, what it came from, and dropped-keyword warnings.
 
-    `rules` is what the pushdown matcher runs. A one-rule grammar's `dfa` is that rule's
-    DFA. A recursive grammar's `dfa` is a bounded view for DFA-only consumers: its rules
-    inlined `max_recursion_depth` deep (built on first use).
+    `rules` is what the pushdown matcher runs; they are built when first reached (a rule
+    too large to build is a `GrammarError` then). A one-rule grammar's `dfa` is that rule's
+    DFA. A grammar with calls (recursion, or large values split off) has as `dfa` a view for
+    DFA-only consumers, built on first use: its calls inlined, recursive ones
+    `max_recursion_depth` deep (the same language when nothing recurses).
     """
 
     __slots__ = ("_dfa", "_rules", "_view", "kind", "warnings")
@@ -102,14 +104,14 @@ class Grammar:
         return self._rules
 
     @property
-    def recursive(self) -> bool:
-        """True if the grammar has more than one rule (needs the pushdown matcher)."""
+    def has_calls(self) -> bool:
+        """True if the grammar has more than one rule (runs on the pushdown matcher)."""
         return self._view is not None
 
     @property
     def key(self) -> str:
-        """Stable hash of the language (one rule: the DFA fingerprint)."""
-        return self.rules.key() if self.recursive else self.dfa.fingerprint()
+        """Stable hash of the grammar (one rule: the DFA fingerprint)."""
+        return self.rules.key() if self.has_calls else self.dfa.fingerprint()
 
 
 _cache: OrderedDict[tuple[str, str, GrammarOptions], Grammar] = OrderedDict()
@@ -189,9 +191,9 @@ def compile_json_schema(
         )
         book = compiler.compile()
         warnings = tuple(compiler.warnings)
-        if book.recursive:
+        if book.has_calls:
             rules = RuleSet(book.start, book.build, book.names, key=f"{text} {options!r}")
-            rules.reachable_rules()  # built now: a size error is a compile error
+            rules.rule(rules.start)  # the others when first reached
 
             def view() -> ByteDFA:
                 return compile_ast(book.inlined(options.max_recursion_depth), options.max_states)

@@ -5,8 +5,12 @@ regex AST. When it re-enters a conjunction that it is still building (same parts
 same location, positive mode, outside products), the inner occurrence becomes a `Call`
 leaf to a rule whose body is that conjunction, and the outer occurrence refers to the rule
 too. So recursion costs one rule, not copies, and nests to any depth on the pushdown
-matcher (`rules.RuleSet`). Non-recursive schemas keep one rule: the very AST (and so the
-very DFA) of the whole-DFA engine.
+matcher (`rules.RuleSet`).
+
+Large member values and items (`split`, over `SPLIT_SIZE` AST nodes) become rules of their
+own too, so a big schema's rules are compiled to DFAs only when the matcher first reaches
+them (`RuleSet.rule` builds lazily). Small schemas keep one rule: the very AST (and so the
+very DFA) of the whole-DFA engine; inlining every call gives that AST back in any case.
 
 Under products (`not`, `oneOf`, `if`/`else`, `contains`, `uniqueItems`, `enum` beside
 constraints, `propertyNames`: whatever is compiled to a DFA and intersected or
@@ -14,10 +18,11 @@ subtracted mid-compile) no call may appear: there the compiler unrolls recursion
 `max_recursion_depth`, as the whole-DFA engine did (a sound under-approximation).
 
 Productivity: the matcher assumes that every rule it is offered generates at least one
-string. `RuleBook.finish` computes which rules are productive (a least fixpoint over the
-rule graph, evaluated on the ASTs; a product's emptiness is decided by compiling it, once)
-and `resolved` replaces every call to an unproductive rule by the empty language, so such
-calls are never offered. A start rule that is not productive is an empty grammar.
+string. `RuleBook.productive` decides it on demand (a least fixpoint over the rules the
+answer needs, evaluated on the ASTs; a product's emptiness is decided by compiling it, once,
+and the automaton is reused when the rule is built) and `resolved` replaces every call to a
+rule that generates nothing by the empty language, so such calls are never offered. A start
+rule that generates nothing is an empty grammar (`GrammarError`).
 """
 
 from __future__ import annotations
@@ -46,6 +51,8 @@ from kor_cli.grammar.json_keywords import Part
 from kor_cli.grammar.json_location import Location
 from kor_cli.grammar.rules import call
 
+SPLIT_SIZE = 400  # AST nodes (automaton states) from which a member value is a rule
+
 Key = tuple[tuple[tuple[int, frozenset[str], int, bool], ...], int]
 
 
@@ -64,10 +71,12 @@ class RuleBook:
         self.bodies: dict[int, Node] = {}
         self.names: dict[int, str] = {}
         self.start = 0
-        self.productive: set[int] = set()
+        self._decided: dict[int, bool] = {}  # rule -> whether it generates a string
         self._rule_of: dict[Key, int] = {}
         self._open: dict[Key, list[Any]] = {}  # key -> [rule id or None, parts (kept alive)]
         self._keep: list[list[Part]] = []  # parts of finished rules (their ids are keys)
+        self.cyclic: set[int] = set()  # rules that (may) call themselves
+        self._split: dict[int, int] = {}  # id(node) -> its rule (nodes kept in `bodies`)
         self._settled: dict[int, Node] = {}  # product node id -> its automaton (or NOTHING)
 
     def conj(self, parts: list[Part], loc: Location, build: Callable[[], Node]) -> Node:
@@ -80,6 +89,7 @@ class RuleBook:
         if entry is not None:  # re-entered while still being built: a recursive rule
             if entry[0] is None:
                 entry[0] = self._new(_name(parts))
+                self.cyclic.add(entry[0])
             return Call(entry[0])
         self._open[key] = [None, parts]
         try:
@@ -98,61 +108,101 @@ class RuleBook:
         self.names[rule] = name
         return rule
 
+    def split(self, node: Node, parts: list[Part]) -> Node:
+        """`node` (the value of `parts`) as a call to a rule of its own if it is large."""
+        if isinstance(node, Call) or not _large(node, SPLIT_SIZE):
+            return node
+        rule = self._split.get(id(node))
+        if rule is None:
+            rule = self._split[id(node)] = self._new(_name(parts))
+            self.bodies[rule] = node
+        return Call(rule)
+
     @property
-    def recursive(self) -> bool:
-        """True once some conjunction recursed (more than the one start rule)."""
-        return bool(self._rule_of)
+    def has_calls(self) -> bool:
+        """True once a conjunction recursed or a value was split off (more than one rule)."""
+        return bool(self.cyclic or self._split)
 
     def finish(self, root: Node) -> bool:
-        """Fix the start rule (`root`'s) and productivity; False if the start is not productive."""
-        recursive = self.recursive
+        """Fix the start rule (`root`'s); False if it generates nothing."""
+        multiple = self.has_calls
         if isinstance(root, Call):
             self.start = root.rule
         else:
             self.start = 0
             self.bodies[0] = root
             self.names[0] = "#"
-        if not recursive:  # one rule: its DFA (built anyway) tells whether it is empty
-            self.productive = {0}
+        if not multiple:  # one rule: its DFA (built anyway) tells whether it is empty
+            self._decided[0] = True
             return True
-        productive: set[int] = set()
-        changed = True
-        while changed:
-            changed = False
-            memo: dict[int, bool] = {}
-            for rule, body in self.bodies.items():
-                if rule not in productive and self._nonempty(body, productive, memo):
-                    productive.add(rule)
-                    changed = True
-        self.productive = productive
-        return self.start in productive
+        return self.productive(self.start)
+
+    def productive(self, rule: int) -> bool:
+        """Whether `rule` generates a string, decided on demand and once: the least fixpoint
+        over the rules its answer needs (rounds from "no" upwards until nothing changes;
+        alternatives stop at the first that generates, so the products of other branches
+        and of rules never reached are not compiled)."""
+        found = self._decided.get(rule)
+        if found is not None:
+            return found
+        known: dict[int, bool] = {}
+        while True:
+            done, changed = self._round(rule, known)
+            if not changed:
+                self._decided.update(done)
+                return done[rule]
+
+    def _round(self, rule: int, known: dict[int, bool]) -> tuple[dict[int, bool], bool]:
+        """One round of `productive`: the answers it needed, and whether any of them differs
+        from `known` (what the last round found, updated)."""
+        done: dict[int, bool] = {}
+        visiting: set[int] = set()
+        memo: dict[int, bool] = {}
+        changed = False
+
+        def ask(r: int) -> bool:
+            nonlocal changed
+            answer = self._decided.get(r, done.get(r))
+            if answer is not None:
+                return answer
+            if r in visiting:  # recursion: assume what the last round found
+                return known.get(r, False)
+            visiting.add(r)
+            answer = done[r] = self._nonempty(self.bodies[r], ask, memo)
+            visiting.discard(r)
+            changed |= answer != known.get(r, False)
+            known[r] = answer
+            return answer
+
+        ask(rule)
+        return done, changed
 
     def unproductive(self) -> list[str]:
-        """Names of the rules that generate nothing (recursion without a way out)."""
-        rules = sorted(self.bodies, key=lambda r: (r == 0, r))  # recursive rules first
-        return [self.names[r] for r in rules if r not in self.productive]
+        """Names of the rules found to generate nothing (recursion without a way out)."""
+        rules = sorted(self._decided, key=lambda r: (r == 0, r))  # recursive rules first
+        return [self.names[r] for r in rules if not self._decided[r]]
 
-    def _nonempty(self, node: Node, productive: set[int], memo: dict[int, bool]) -> bool:
-        """Whether `node` generates a string when only `productive` rules may be called."""
+    def _nonempty(self, node: Node, ask: Callable[[int], bool], memo: dict[int, bool]) -> bool:
+        """Whether `node` generates a string, `ask(rule)` telling which calls can return."""
         found = memo.get(id(node))
         if found is not None:
             return found
         out: bool
         if isinstance(node, Call):
-            out = node.rule in productive
+            out = ask(node.rule)
         elif isinstance(node, Bytes):
             out = node.mask != 0
         elif isinstance(node, Seq):
-            out = all(self._nonempty(x, productive, memo) for x in node.items)
+            out = all(self._nonempty(x, ask, memo) for x in node.items)
         elif isinstance(node, Alt):
-            out = any(self._nonempty(x, productive, memo) for x in node.items)
+            out = any(self._nonempty(x, ask, memo) for x in node.items)
         elif isinstance(node, Repeat):
             out = node.min == 0 or (
-                self._nonempty(node.item, productive, memo)
-                and (node.min < 2 or node.sep is None or self._nonempty(node.sep, productive, memo))
+                self._nonempty(node.item, ask, memo)
+                and (node.min < 2 or node.sep is None or self._nonempty(node.sep, ask, memo))
             )
         elif isinstance(node, Join):
-            out = self._join(node, productive, memo)
+            out = self._join(node, ask, memo)
         elif isinstance(node, Automaton):
             out = not node.dfa.is_empty()
         elif isinstance(node, Product):  # no calls inside: decided on its DFA, built once
@@ -166,28 +216,30 @@ class RuleBook:
         memo[id(node)] = out
         return out
 
-    def _join(self, node: Join, productive: set[int], memo: dict[int, bool]) -> bool:
+    def _join(self, node: Join, ask: Callable[[int], bool], memo: dict[int, bool]) -> bool:
         """Some choice of items (required ones all there) and tail copies, with a count
-        in min_count..max_count, generates a string."""
-        need = avail = 0
-        for item, required in node.items:
-            if self._nonempty(item, productive, memo):
-                need += required
-                avail += not required
-            elif required:
-                return False
-        tail = node.tail is not None and self._nonempty(node.tail, productive, memo)
-        most: float = float("inf") if tail else need + avail
-        if not self._nonempty(node.sep, productive, memo):
-            most = min(most, 1)  # no two items can be separated
-        high = most if node.max_count is None else min(most, node.max_count)
-        return max(need, node.min_count) <= high
+        in min_count..max_count, generates a string (optional items looked at only when
+        the count needs them)."""
+        required = [x for x, needed in node.items if needed]
+        if not all(self._nonempty(x, ask, memo) for x in required):
+            return False
+        need, low = len(required), node.min_count
+        high = node.max_count if node.max_count is not None else float("inf")
+        if need > high or (need > 1 and not self._nonempty(node.sep, ask, memo)):
+            return False
+        if need >= low:
+            return True
+        if low > high or (low > 1 and not self._nonempty(node.sep, ask, memo)):
+            return False
+        if node.tail is not None and self._nonempty(node.tail, ask, memo):
+            return True
+        return need + sum(self._nonempty(x, ask, memo) for x, r in node.items if not r) >= low
 
     def resolved(self, rule: int) -> Node:
         """The body of `rule` with calls to productive rules as call markers, others removed."""
 
         def leaf(c: Call) -> Node:
-            return call(c.rule) if c.rule in self.productive else NOTHING
+            return call(c.rule) if self.productive(c.rule) else NOTHING
 
         return substitute(self.bodies[rule], leaf, self._settled)
 
@@ -196,23 +248,25 @@ class RuleBook:
         return compile_ast(self.resolved(rule), self.max_states)
 
     def inlined(self, depth: int) -> Node:
-        """The start rule with calls inlined `depth` deep (deeper ones removed): the
-        bounded DFA view of a recursive grammar."""
+        """The start rule with calls inlined, recursive ones `depth` deep (deeper ones
+        removed): the DFA view of the grammar (bounded if it recurses)."""
         memo: dict[tuple[int, int], Node] = {}
 
         def expand(rule: int, left: int) -> Node:
             found = memo.get((rule, left))
             if found is None:
-                found = memo[(rule, left)] = substitute(
-                    self.bodies[rule],
-                    lambda c: (
-                        expand(c.rule, left - 1)
-                        if left > 0 and c.rule in self.productive
-                        else NOTHING
-                    ),
-                    self._settled,
-                )
+                found = substitute(self.bodies[rule], inner(left), self._settled)
+                memo[(rule, left)] = found
             return found
+
+        def inner(left: int) -> Callable[[Call], Node]:
+            def leaf(c: Call) -> Node:
+                below = left - 1 if c.rule in self.cyclic else left
+                if below < 0 or not self.productive(c.rule):
+                    return NOTHING
+                return expand(c.rule, below)
+
+            return leaf
 
         return expand(self.start, depth)
 
@@ -258,6 +312,31 @@ def _join_of(n: Join, items: Sequence[tuple[Node, bool]], visit: Callable[[Node]
     if same and all(a is b for (a, _), (b, _) in zip(items, n.items, strict=True)):
         return n
     return join(items, sep, tail, n.min_count, n.max_count)
+
+
+def _large(root: Node, limit: int) -> bool:
+    """Whether `root` has at least `limit` AST nodes (automaton states), shared ones once."""
+    seen: set[int] = set()
+    stack = [root]
+    count = 0
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        count += node.dfa.num_states if isinstance(node, Automaton) else 1
+        if count >= limit:
+            return True
+        if isinstance(node, (Seq, Alt)):
+            stack += node.items
+        elif isinstance(node, Repeat):
+            stack += [node.item] if node.sep is None else [node.item, node.sep]
+        elif isinstance(node, Join):
+            stack += [x for x, _ in node.items] + [node.sep]
+            stack += [] if node.tail is None else [node.tail]
+        elif isinstance(node, Product):
+            stack += [node.left, node.right]
+    return False
 
 
 def _name(parts: list[Part]) -> str:

@@ -407,7 +407,8 @@ class SchemaCompiler:
     def member(self, parts: list[Part], loc: Location, pos: bool) -> Node:
         """The value of a member/item: all of `parts`, or any value if there are none."""
         if parts:
-            return self.conj(parts, loc, pos)
+            node = self.conj(parts, loc, pos)
+            return self.rules.split(node, parts) if pos and not self.exact else node
         return self.any_value(loc, self.max_any_depth) if pos else self.loose()
 
     def loose(self) -> Node:
