@@ -7,6 +7,7 @@ the matcher surface (`kor_cli.grammar.surface`) is used: no DFA state, index or 
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Hashable
 from typing import Any
 
@@ -20,10 +21,12 @@ from kor_cli.grammar.surface import (
     GrammarMatcher,
     GrammarOptions,
     TokenizerInfo,
+    cached_grammar,
     compile_grammar,
     compile_json_schema,
     envelope_grammar,
     jump_forward,
+    schema_text,
 )
 from kor_cli.models import LoadedModel
 from kor_cli.parse import REFUSAL_KEY
@@ -116,15 +119,34 @@ def record_grammar(
     `allow_empty` Kor's "nothing here" `{}` (what its null examples render, `many` or not).
     """
     options = record_grammar_options(lenient=lenient, open_objects=open_objects)
-    record = compile_json_schema(json_schema, options)
-    refusal = [compile_json_schema(REFUSAL_SCHEMA, options)] if allow_refusal else []
-    return envelope_grammar(
-        record,
-        envelope.wrap,
-        alternatives=refusal,
-        literals=["{}"] if allow_empty else [],
-        options=options,
+
+    def build() -> Grammar:
+        record = compile_json_schema(json_schema, options)
+        refusal = [compile_json_schema(REFUSAL_SCHEMA, options)] if allow_refusal else []
+        return envelope_grammar(
+            record,
+            envelope.wrap,
+            alternatives=refusal,
+            literals=["{}"] if allow_empty else [],
+            options=options,
+        )
+
+    return cached_grammar(
+        _record_source(json_schema, options, allow_refusal, allow_empty, envelope), build
     )
+
+
+def _record_source(
+    json_schema: Any, options: GrammarOptions, refusal: bool, empty: bool, envelope: Envelope
+) -> list[str] | None:
+    """What decides a record grammar, as text for the disk cache key (None: not cacheable:
+    a schema that is not JSON, or an envelope without a stable description)."""
+    text = schema_text(json_schema)
+    if text is None or not dataclasses.is_dataclass(envelope):
+        return None
+    kind = f"{type(envelope).__module__}.{type(envelope).__qualname__}"
+    parts = ["record", text, repr(options), f"{refusal} {empty}", kind, repr(envelope)]
+    return parts + [repr(REFUSAL_SCHEMA)]
 
 
 class ConstraintFactory:

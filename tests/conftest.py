@@ -3,17 +3,31 @@
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 
 # Tests never touch a model hub: fail fast instead of retrying the network.
 os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ["TRANSFORMERS_OFFLINE"] = "1"
+# Nor the user's grammar cache: one temporary disk cache per session (subprocesses too).
+_CACHE = os.environ["KOR_CLI_CACHE"] = tempfile.mkdtemp(prefix="kor-cli-test-cache-")
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 
 from kor_cli.testing import QWEN_LOGITS_WIDTH, load_offline_tokenizer, tokenizer_available
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _grammar_cache() -> Iterator[None]:
+    """Remove the session's disk cache at the end (after saving what is pending into it)."""
+    yield
+    from kor_cli.grammar.index import save_cached_indexes
+
+    save_cached_indexes()
+    shutil.rmtree(_CACHE, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")

@@ -16,27 +16,28 @@ torch bool tensors per device. A first visit takes one of three ways, fastest fi
   (a forced `"` followed by too many tokens to walk one by one);
 - otherwise one vectorised walk of the vocabulary's byte trie (`trie.TokenTrie`).
 
-The trie and the string-body tables are built once per tokenizer and shared by every index
-over it. An optional disk cache keyed by (DFA fingerprint, tokenizer fingerprint) stores
-the packed masks.
+The trie and the string-body tables are built once per tokenizer, on the first mask an
+index has to build, and shared by every index over it. An optional disk cache
+(`disk_cache`, keyed by engine version, DFA fingerprint and tokenizer fingerprint) stores
+the packed masks built so far and the live states, so a later process starts from them.
 """
 
 from __future__ import annotations
 
-import hashlib
-import os
-import tempfile
+import atexit
+import weakref
 from pathlib import Path
 from typing import Any, NamedTuple
 
 import numpy as np
 
+from kor_cli.grammar.disk_cache import blob_key, blob_path, read_arrays, write_arrays
 from kor_cli.grammar.string_body import BodyChains, BodyTokens
 from kor_cli.grammar.trie import TokenTrie
 from kor_cli.grammar.vocab import TokenizerInfo
 
 FORCED_LIMIT = 256
-_CACHE_FORMAT = "kor-index-v1"
+_CACHE_FORMAT = "kor-index-v2"
 _MAX_TOKENIZERS = 4
 _MAX_STATES = 1 << 23  # state << 8 | byte must fit an int32 index
 _MAX_RUN_ON = 64  # tokens past a forced string walked one by one; more: a trie walk
@@ -99,12 +100,21 @@ class TokenIndex:
                 f"DFA transitions must be [num_states, 256] with fewer than {_MAX_STATES}"
                 f" states, got {table.shape}"
             )
-        live = _live_states(table, np.asarray(dfa.accepting, dtype=bool))
-        table = np.where(live[table], table, 0).astype(np.int32)
         self.dfa = dfa
         self.info = info
         self.num_states = len(table)
         self.vocab_size = info.vocab_size
+        self._words = (self.vocab_size + 31) // 32
+        self._packed: dict[int, np.ndarray] = {}
+        self._bool: dict[int, np.ndarray] = {}
+        self._tensors: dict[tuple[int, str], Any] = {}
+        self.cache_path = _cache_path(cache_dir, dfa, info) if cache_dir is not None else None
+        live = self._load(self.cache_path) if self.cache_path is not None else None
+        self._saved = len(self._packed)
+        if live is None:
+            live = _live_states(table, np.asarray(dfa.accepting, dtype=bool))
+        self._live = live
+        table = np.where(live[table], table, 0).astype(np.int32)
         self.start = int(dfa.start) if live[int(dfa.start)] else 0
         self._flat = np.ascontiguousarray(table).ravel()
         self._walker = memoryview(self._flat)  # plain-int reads for short byte walks
@@ -114,15 +124,27 @@ class TokenIndex:
         self._continues = outgoing > 0
         self._stops = np.asarray(info.stop_ids, dtype=np.int64)
         self._stop_set = frozenset(info.stop_ids)
-        self._trie, self._body, self._quoted = _shared(info)
-        self._chains = BodyChains(table, max(self._body.longest, self._quoted.longest))
-        self._words = (self.vocab_size + 31) // 32
-        self._packed: dict[int, np.ndarray] = {}
-        self._bool: dict[int, np.ndarray] = {}
-        self._tensors: dict[tuple[int, str], Any] = {}
-        self.cache_path = _cache_path(cache_dir, dfa, info) if cache_dir is not None else None
-        if self.cache_path is not None and self.cache_path.exists():
-            self._load(self.cache_path)
+        self._tables: _Shared | None = None  # the tokenizer's trie and body tables, on use
+        self._chain_table: BodyChains | None = None
+        if self.cache_path is not None:
+            _UNSAVED.add(self)
+
+    @property
+    def _trie(self) -> TokenTrie:
+        return self._shared().trie
+
+    def _shared(self) -> _Shared:
+        if self._tables is None:
+            self._tables = _shared(self.info)
+        return self._tables
+
+    @property
+    def _chains(self) -> BodyChains:
+        if self._chain_table is None:
+            body, quoted = self._shared()[1:]
+            table = self._flat.reshape(self.num_states, 256)
+            self._chain_table = BodyChains(table, max(body.longest, quoted.longest))
+        return self._chain_table
 
     # -- masks ------------------------------------------------------------------------
     def allowed(self, state: int) -> np.ndarray:
@@ -177,11 +199,11 @@ class TokenIndex:
                 self._packed[state] = words
                 return None
             if single == _QUOTE:  # a string opens: its tokens less the quote, from inside
-                mask = self._chain_mask(self._quoted, self._walker[(state << 8) | _QUOTE])
+                mask = self._chain_mask(self._shared().quoted, self._walker[(state << 8) | _QUOTE])
                 if mask is not None:
                     mask[self._trie.token_ids[self._trie.along(b'"')[0]]] = True
         if mask is None:
-            mask = self._chain_mask(self._body, state)
+            mask = self._chain_mask(self._shared().body, state)
         if mask is None:
             mask = np.zeros(self._words * 32, dtype=bool)  # whole words: packs without a copy
             row = self._flat[state << 8 : (state + 1) << 8]
@@ -306,39 +328,61 @@ class TokenIndex:
 
     # -- disk cache ------------------------------------------------------------------
     def save(self) -> Path:
-        """Write the packed masks built so far to the cache file (atomically)."""
+        """Write the packed masks built so far and the live states to the cache file
+        (atomically; a failed write is skipped)."""
         if self.cache_path is None:
             raise ValueError("this TokenIndex has no cache_dir")
-        self.cache_path.parent.mkdir(parents=True, exist_ok=True)
         states = np.asarray(sorted(self._packed), dtype=np.int32)
-        masks = np.stack([self._packed[s] for s in states.tolist()]) if len(states) else None
-        handle, tmp = tempfile.mkstemp(dir=self.cache_path.parent, suffix=".tmp")
-        try:
-            with os.fdopen(handle, "wb") as out:
-                np.savez(
-                    out,
-                    format=np.asarray(_CACHE_FORMAT),
-                    states=states,
-                    masks=np.zeros((0, self._words), "<u4") if masks is None else masks,
-                )
-            os.replace(tmp, self.cache_path)
-        finally:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
+        masks = [self._packed[s] for s in states.tolist()]
+        write_arrays(
+            self.cache_path,
+            {
+                "format": np.asarray(_CACHE_FORMAT),
+                "live": self._live,
+                "states": states,
+                "masks": np.stack(masks) if masks else np.zeros((0, self._words), "<u4"),
+            },
+        )
+        self._saved = len(self._packed)
         return self.cache_path
 
-    def _load(self, path: Path) -> None:
-        """Read cached packed masks; an unreadable or mismatched file is ignored."""
-        try:
-            with np.load(path) as data:
-                fmt, states, masks = str(data["format"]), data["states"], data["masks"]
-        except (OSError, ValueError, KeyError):
-            return
-        if fmt != _CACHE_FORMAT or masks.ndim != 2 or masks.shape[1] != self._words:
-            return
+    def save_if_grown(self) -> None:
+        """Save when masks were built since the last load or save (and a cache is set)."""
+        if self.cache_path is not None and len(self._packed) > self._saved:
+            self.save()
+
+    def _load(self, path: Path) -> np.ndarray | None:
+        """Read cached packed masks; returns the cached live states. An unreadable or
+        mismatched file is ignored (None)."""
+        data = read_arrays(path)
+        if data is None or not {"format", "live", "states", "masks"} <= data.keys():
+            return None
+        live, states, masks = data["live"], data["states"], data["masks"]
+        if (
+            str(data["format"]) != _CACHE_FORMAT
+            or live.shape != (self.num_states,)
+            or live.dtype != bool
+            or masks.ndim != 2
+            or masks.shape != (len(states), self._words)
+        ):
+            return None
         for state, words in zip(states.tolist(), masks.astype("<u4"), strict=True):
             if 0 <= state < self.num_states:
                 self._packed[state] = words
+        return live
+
+
+_UNSAVED: weakref.WeakSet[TokenIndex] = weakref.WeakSet()
+
+
+def save_cached_indexes() -> None:
+    """Save every disk-cached index that built masks since it was loaded or saved (run at
+    exit, so the next process finds the masks this one built)."""
+    for index in list(_UNSAVED):
+        index.save_if_grown()
+
+
+atexit.register(save_cached_indexes)
 
 
 def _live_states(table: np.ndarray, accepting: np.ndarray) -> np.ndarray:
@@ -364,5 +408,5 @@ def _live_states(table: np.ndarray, accepting: np.ndarray) -> np.ndarray:
 
 
 def _cache_path(cache_dir: Path | str, dfa: Any, info: TokenizerInfo) -> Path:
-    key = hashlib.sha256(f"{_CACHE_FORMAT} {dfa.fingerprint()} {info.fingerprint}".encode())
-    return Path(cache_dir) / f"index-{key.hexdigest()[:32]}.npz"
+    key = blob_key(_CACHE_FORMAT, dfa.fingerprint(), info.fingerprint)
+    return blob_path(cache_dir, "index", key, "npz")

@@ -43,7 +43,9 @@ Jump-forward tokenization (`ForcedTokenizer`, `jump_forward`) works only through
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Callable, Hashable, Sequence
+from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
@@ -64,20 +66,27 @@ from kor_cli.grammar.compile import (
     compile_json_schema,
     compile_regex,
 )
-from kor_cli.grammar.fsm import compile_ast
+from kor_cli.grammar.disk_cache import (
+    ENGINE_VERSION,
+    blob_key,
+    blob_path,
+    cache_root,
+    read_arrays,
+    write_arrays,
+)
+from kor_cli.grammar.fsm import ByteDFA, compile_ast
 from kor_cli.grammar.index import FORCED_LIMIT, TokenIndex
 from kor_cli.grammar.jump import ForcedTokenizer, complete_utf8_prefix, jump_forward
 from kor_cli.grammar.matcher import GrammarMatcher as DfaMatcher
 from kor_cli.grammar.vocab import TokenizerInfo
 
-ENGINE_VERSION = "kor-engine-1"  # bump when compiled grammars or masks change meaning
-
 __all__ = [
-    "FORCED_LIMIT", "CompiledGrammar", "EngineMatcher", "ForcedTokenizer", "Grammar",
-    "GrammarMatcher", "GrammarOptions", "TokenizerInfo", "allocate_token_bitmask",
-    "apply_token_bitmask_", "bitmask_words", "compile_choice", "compile_grammar",
-    "compile_json_schema", "compile_regex", "complete_utf8_prefix", "envelope_grammar",
-    "jump_forward", "pack_bool_mask", "unpack_row",
+    "ENGINE_VERSION", "FORCED_LIMIT", "CompiledGrammar", "EngineMatcher", "ForcedTokenizer",
+    "Grammar", "GrammarMatcher", "GrammarOptions", "TokenizerInfo", "allocate_token_bitmask",
+    "apply_token_bitmask_", "bitmask_words", "cached_grammar", "compile_choice",
+    "compile_grammar", "compile_json_schema", "compile_json_schema_cached", "compile_regex",
+    "complete_utf8_prefix", "envelope_grammar", "jump_forward", "pack_bool_mask", "schema_text",
+    "unpack_row",
 ]  # fmt: skip
 
 
@@ -173,12 +182,81 @@ class CompiledGrammar:
 
 
 def compile_grammar(
-    grammar: Grammar, info: TokenizerInfo, *, cache_dir: str | None = None
+    grammar: Grammar, info: TokenizerInfo, *, cache_dir: Path | str | None = None
 ) -> CompiledGrammar:
     """Compile `grammar` against the tokenizer `info` (masks are built lazily, per state,
-    on first visit). The one place that picks the engine for a grammar."""
-    index = TokenIndex(grammar.dfa, info, cache_dir=cache_dir)
+    on first visit). The one place that picks the engine for a grammar.
+
+    With the disk cache (`cache_dir`, default `disk_cache.cache_root()`), the masks built
+    so far are read from it, the start state's mask is written at once, and masks built
+    later are written at exit: a second run starts from them.
+    """
+    root = cache_dir if cache_dir is not None else cache_root()
+    index = TokenIndex(grammar.dfa, info, cache_dir=root)
+    if root is not None and index.start:
+        index.packed(index.start)
+        index.save_if_grown()
     return CompiledGrammar(grammar, info, index, lambda: DfaMatcher(index))
+
+
+_GRAMMAR_FORMAT = "kor-grammar-v1"
+
+
+def schema_text(schema: Any) -> str | None:
+    """A JSON Schema as exact JSON text for a cache key (member order kept), or None when
+    it is not JSON (the compile then reports why)."""
+    try:
+        return json.dumps(schema, ensure_ascii=False, allow_nan=False)
+    except (TypeError, ValueError, RecursionError):
+        return None
+
+
+def compile_json_schema_cached(
+    schema: dict[str, Any] | bool, options: GrammarOptions = GrammarOptions()
+) -> Grammar:
+    """`compile_json_schema` through the disk cache (skipped when the options load
+    `$ref` files, which the key cannot see)."""
+    text = schema_text(schema)
+    cacheable = text is not None and not options.ref_dir and not options.ref_map
+    source = ["json-schema", text or "", repr(options)] if cacheable else None
+    return cached_grammar(source, lambda: compile_json_schema(schema, options))
+
+
+def cached_grammar(
+    source: Sequence[str] | None,
+    build: Callable[[], Grammar],
+    *,
+    cache_dir: Path | str | None = None,
+) -> Grammar:
+    """`build()`, or the grammar it built before for the same `source` (the parts that
+    decide it: grammar text, options, wrapper), read from the disk cache. `source` None,
+    no cache folder, or a grammar with rules (recursive) skip the cache."""
+    root = cache_dir if cache_dir is not None else cache_root()
+    if source is None or root is None:
+        return build()
+    path = blob_path(root, "grammar", blob_key(_GRAMMAR_FORMAT, *source), "npz")
+    found = read_arrays(path)
+    if found is not None:
+        try:
+            dfa = ByteDFA(found["transitions"], found["accepting"], int(found["start"]))
+            kind, *warnings = json.loads(str(found["meta"]))
+            return Grammar(dfa, str(kind), tuple(str(w) for w in warnings))
+        except (KeyError, ValueError, TypeError):
+            pass  # a stale or broken file: rebuild and overwrite it
+    grammar = build()
+    if not grammar.recursive:
+        dfa = grammar.dfa
+        meta = json.dumps([grammar.kind, *grammar.warnings])
+        write_arrays(
+            path,
+            {
+                "transitions": dfa.transitions,
+                "accepting": dfa.accepting,
+                "start": np.asarray(dfa.start),
+                "meta": np.asarray(meta),
+            },
+        )
+    return grammar
 
 
 class GrammarMatcher:

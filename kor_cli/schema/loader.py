@@ -214,7 +214,7 @@ def _engine_check(
     compiled grammar is cached); its refusal is the schema error."""
     from kor_cli.constrain import record_grammar_options
     from kor_cli.errors import GrammarError
-    from kor_cli.grammar.compile import compile_json_schema
+    from kor_cli.grammar.surface import compile_json_schema_cached
 
     def local(message: str) -> str:
         inner = "/properties/" + escape(root_id)
@@ -225,7 +225,7 @@ def _engine_check(
 
     try:
         options = record_grammar_options(lenient=lenient, open_objects=open_objects)
-        grammar = compile_json_schema(record, options)
+        grammar = compile_json_schema_cached(record, options)
     except GrammarError as error:
         raise SchemaError(f"{source}: {local(str(error))}") from None
     return tuple(local(warning) for warning in grammar.warnings)

@@ -1,0 +1,99 @@
+"""The on-disk cache of compiled grammars and token-mask tables: a key → bytes blob store.
+
+Where: `$KOR_CLI_CACHE` (empty, `0` or `off`: no disk cache), else
+`$XDG_CACHE_HOME/kor-cli`, else `~/.cache/kor-cli`. A blob is one file,
+`<root>/<kind>-<key>.<suffix>`; `key` is a sha256 over `ENGINE_VERSION` and the parts
+that decide the content (grammar source and options, tokenizer fingerprint, ...), so a
+new engine version never reads an old file. Writes are atomic (a temporary file in the
+same folder, then `os.replace`); a file that cannot be read or parsed is ignored (the
+caller recomputes), and a cache that cannot be written is skipped: the disk cache never
+makes a run fail. Any engine stores its tables the same way: `blob_key(...)`, then
+`read_blob`/`write_blob` (bytes) or `read_arrays`/`write_arrays` (named numpy arrays).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+import tempfile
+import zipfile
+from collections.abc import Mapping
+from pathlib import Path
+
+import numpy as np
+
+ENGINE_VERSION = "kor-engine-1"  # bump when cached grammars or masks change meaning
+ENV = "KOR_CLI_CACHE"
+_OFF = {"", "0", "off", "none"}
+
+
+def cache_root() -> Path | None:
+    """The cache folder, or None when the disk cache is switched off."""
+    value = os.environ.get(ENV)
+    if value is not None:
+        return None if value.strip().lower() in _OFF else Path(value).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "kor-cli"
+
+
+def blob_key(*parts: str) -> str:
+    """A 32-hex-digit key over the engine version and `parts` (unambiguous joins)."""
+    digest = hashlib.sha256(ENGINE_VERSION.encode())
+    for part in parts:
+        data = part.encode("utf-8", "surrogatepass")
+        digest.update(len(data).to_bytes(8, "little") + data)
+    return digest.hexdigest()[:32]
+
+
+def blob_path(root: Path | str, kind: str, key: str, suffix: str = "bin") -> Path:
+    """The file of blob (`kind`, `key`) under `root`."""
+    return Path(root) / f"{kind}-{key}.{suffix}"
+
+
+def read_blob(path: Path) -> bytes | None:
+    """The bytes of a cache file, or None when it is missing or unreadable."""
+    try:
+        return path.read_bytes()
+    except OSError:
+        return None
+
+
+def write_blob(path: Path, data: bytes) -> bool:
+    """Write `data` to `path` atomically; False (and nothing written) when that fails."""
+    tmp = None
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        handle, tmp = tempfile.mkstemp(dir=path.parent, prefix=".", suffix=".tmp")
+        with os.fdopen(handle, "wb") as out:
+            out.write(data)
+        os.replace(tmp, path)
+        tmp = None
+        return True
+    except OSError:
+        return False
+    finally:
+        if tmp is not None:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+
+
+def read_arrays(path: Path) -> dict[str, np.ndarray] | None:
+    """Named arrays from an npz cache file; None when missing, unreadable or corrupt."""
+    data = read_blob(path)
+    if data is None:
+        return None
+    try:
+        with np.load(io.BytesIO(data), allow_pickle=False) as archive:
+            return {name: archive[name] for name in archive.files}
+    except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile):
+        return None
+
+
+def write_arrays(path: Path, arrays: Mapping[str, np.ndarray]) -> bool:
+    """Write named arrays as one npz file, atomically; False when that fails."""
+    buffer = io.BytesIO()
+    np.savez(buffer, **arrays)
+    return write_blob(path, buffer.getvalue())
