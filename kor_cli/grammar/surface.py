@@ -230,7 +230,7 @@ def cached_grammar(
 ) -> Grammar:
     """`build()`, or the grammar it built before for the same `source` (the parts that
     decide it: grammar text, options, wrapper), read from the disk cache. `source` None,
-    no cache folder, or a grammar with rules (recursive) skip the cache."""
+    no cache folder, or a grammar with calls (rules) skip the cache."""
     root = cache_dir if cache_dir is not None else cache_root()
     if source is None or root is None:
         return build()
@@ -244,7 +244,7 @@ def cached_grammar(
         except (KeyError, ValueError, TypeError):
             pass  # a stale or broken file: rebuild and overwrite it
     grammar = build()
-    if not grammar.recursive:
+    if not grammar.has_calls:
         dfa = grammar.dfa
         meta = json.dumps([grammar.kind, *grammar.warnings])
         write_arrays(
