@@ -63,7 +63,7 @@ ALPHABET = b'[],{}"x:1av<>b()'
 TOY_TOKENS: list[bytes | None] = [
     *(bytes(p) for n in (1, 2, 3) for p in itertools.product(ALPHABET, repeat=n)),
     b'{"v":', b',"kids":[', b'{"v":1,"kids":[{"v":', b"]}]}", b"}]}", b'"}', b'":[', b"]]]]",
-    b'{"method":"a","params":', b"12}", b"1,", b'"a":', b"\xc3\xa9", b"<a<b>",
+    b'{"method":"a","params":', b"12}", b"1,", b'"a":', b"\xc3\xa9", b"<a<b>", b"]}]",
     None, b"",
 ]  # fmt: skip
 STOP = len(TOY_TOKENS) - 2
@@ -119,12 +119,14 @@ def test_a_text_of_the_language_is_accepted_token_by_token() -> None:
     for token in (b'{"v":', b"1", b',"kids":[', b'{"v":', b"1", b"1", b"},", b'{"v":', b"1"):
         assert matcher.accept_token(ids[token])
     assert not matcher.accept_token(ids[b"]"])  # a kid's "v" is a number: no ']' yet
-    assert matcher.accept_bytes(b',"kids":[') and matcher.accept_token(ids[b"]}]}"])
-    assert matcher.is_accepting and not matcher.is_terminated()
+    assert matcher.accept_bytes(b',"kids":[') and matcher.accept_token(ids[b"]}]"])
+    assert not matcher.is_accepting and not matcher.is_terminated()
+    assert matcher.accept_bytes(b"}")
+    assert matcher.is_accepting and matcher.is_terminated()  # complete, nothing can follow
     assert matcher.accept_token(STOP) and matcher.is_terminated()
     assert not matcher.packed_mask().any() and not matcher.accept_token(ids[b"1"])
     matcher.rollback(1)
-    assert matcher.is_accepting and not matcher.is_terminated()
+    assert matcher.is_accepting and matcher.steps == 12
     assert Reference(rules).accepting(Reference(rules).walk(Reference(rules).start(), text))
 
 

@@ -158,3 +158,17 @@ def test_from_dfa_is_one_rule_without_calls() -> None:
 def test_an_empty_rule_is_an_error() -> None:
     with pytest.raises(GrammarError, match="R1 matches nothing"):
         ruleset({0: call(1), 1: alt()}).rule(0)
+
+
+def test_rooted_puts_a_new_root_over_the_same_rules() -> None:
+    rules = ruleset({0: seq(literal("["), opt(call(0)), literal("]"))})
+    inner = rules.rule(0)
+    wrapped = rules.rooted(lambda body: seq(literal("<"), body, literal(">")), "envelope")
+    assert wrapped.start != rules.start and wrapped.rule(0) is inner  # shared, not rebuilt
+    root = wrapped.rule(wrapped.start)
+    ((callee, _),) = root.calls[walk(root, root.dfa.start, b"<")]
+    assert callee == 0 and wrapped.name(wrapped.start) == "envelope"
+    assert wrapped.key() != rules.key()
+    again = rules.rooted(lambda body: seq(literal("<"), body, literal(">")))
+    assert again.key() == wrapped.key()
+    assert wrapped.rooted(lambda body: body).start != wrapped.start

@@ -162,8 +162,11 @@ class PushdownMatcher:
         return not self._finished and self.grammar.stacks.accepting(self.config)
 
     def is_terminated(self) -> bool:
-        """True after a stop token was accepted."""
-        return self._finished
+        """True after a stop token, or where the output is complete and nothing can follow."""
+        if self._finished:
+            return True
+        stacks = self.grammar.stacks
+        return stacks.accepting(self.config) and not stacks.next_bytes(self.config)
 
     @property
     def is_finished(self) -> bool:

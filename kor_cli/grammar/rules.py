@@ -47,7 +47,7 @@ import numpy as np
 
 from kor_cli.errors import GrammarError
 from kor_cli.grammar.ast import Node, literal
-from kor_cli.grammar.fsm import ByteDFA
+from kor_cli.grammar.fsm import ByteDFA, compile_ast
 
 MARK = 0xF8  # first byte of a call marker
 DIGIT0 = 0xF9  # digit d of a marker is the byte DIGIT0 + d
@@ -183,6 +183,7 @@ class RuleSet:
         self._rules: dict[int, Rule] = {}
         self._nullable: dict[int, bool] = {}
         self._visiting: list[int] = []
+        self._free = MAX_RULES - 1  # the id `rooted` gives a new root rule (counting down)
 
     @classmethod
     def from_dfa(cls, dfa: Any, key: str | None = None) -> RuleSet:
@@ -191,6 +192,26 @@ class RuleSet:
         rules._rules[0] = Rule(dfa)
         rules._nullable[0] = bool(dfa.accepting[dfa.start])
         return rules
+
+    def rooted(self, root: Callable[[Node], Node], name: str = "root") -> RuleSet:
+        """The same rules under a new root rule `root(call(self.start))` (e.g. an output
+        format's wrapper around a record's grammar). Built rules are shared; the new
+        root is built now (its DFA's fingerprint goes into the key)."""
+        new_id = self._free
+        if new_id == self.start or new_id < 0:
+            raise GrammarError("no rule id left for a new root rule")
+        parent_build, start = self._build, self.start
+
+        def build(rule_id: int) -> ByteDFA:
+            return compile_ast(root(call(start))) if rule_id == new_id else parent_build(rule_id)
+
+        out = RuleSet(new_id, build, {**self.names, new_id: name})
+        out._rules, out._nullable, out._free = dict(self._rules), dict(self._nullable), new_id - 1
+        root_rule = out.rule(new_id)
+        out._key = (
+            f"{self.key()} rooted {root_rule.dfa.fingerprint()} {sorted(root_rule.calls.items())}"
+        )
+        return out
 
     def name(self, rule_id: int) -> str:
         """The rule's name for messages (its id when unnamed)."""

@@ -78,6 +78,7 @@ from kor_cli.grammar.fsm import ByteDFA, compile_ast
 from kor_cli.grammar.index import FORCED_LIMIT, TokenIndex
 from kor_cli.grammar.jump import ForcedTokenizer, complete_utf8_prefix, jump_forward
 from kor_cli.grammar.matcher import GrammarMatcher as DfaMatcher
+from kor_cli.grammar.pushdown import PushdownGrammar, PushdownMatcher
 from kor_cli.grammar.vocab import TokenizerInfo
 
 __all__ = [
@@ -185,12 +186,18 @@ def compile_grammar(
     grammar: Grammar, info: TokenizerInfo, *, cache_dir: Path | str | None = None
 ) -> CompiledGrammar:
     """Compile `grammar` against the tokenizer `info` (masks are built lazily, per state,
-    on first visit). The one place that picks the engine for a grammar.
+    on first visit). The one place that picks the engine for a grammar: a grammar with
+    calls (recursion, or large values split off into rules) runs on the pushdown matcher
+    (no disk cache yet); any other on its DFA's TokenIndex (faster to first mask than the
+    pushdown matcher on call-free grammars; measured by pda10).
 
     With the disk cache (`cache_dir`, default `disk_cache.cache_root()`), the masks built
     so far are read from it, the start state's mask is written at once, and masks built
     later are written at exit: a second run starts from them.
     """
+    if grammar.has_calls:
+        pushdown = PushdownGrammar(grammar.rules, info)
+        return CompiledGrammar(grammar, info, pushdown, lambda: PushdownMatcher(pushdown))
     root = cache_dir if cache_dir is not None else cache_root()
     index = TokenIndex(grammar.dfa, info, cache_dir=root)
     if root is not None and index.start:
@@ -327,9 +334,17 @@ def envelope_grammar(
 ) -> Grammar:
     """`record`, or one of `alternatives` / `literals`, inside `wrap` (an output format's
     wrapper around the record's grammar, e.g. `<json>` … `</json>`)."""
-    body: Node = Automaton(record.dfa)
     extra = [Automaton(g.dfa) for g in alternatives] + [literal(text) for text in literals]
-    if extra:
-        body = alt(body, *extra)
-    dfa = compile_ast(wrap(body), options.max_states)
+
+    def around(body: Node) -> Node:
+        return wrap(alt(body, *extra) if extra else body)
+
+    if record.has_calls:  # the record's rules under a new root rule: recursion stays unbounded
+        rules = record.rules.rooted(around, "envelope")
+
+        def view() -> ByteDFA:  # the bounded view, for DFA-only consumers
+            return compile_ast(around(Automaton(record.dfa)), options.max_states)
+
+        return Grammar(None, record.kind, record.warnings, rules, view)
+    dfa = compile_ast(around(Automaton(record.dfa)), options.max_states)
     return Grammar(dfa, record.kind, record.warnings)
