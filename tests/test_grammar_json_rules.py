@@ -2,8 +2,9 @@
 depth, invalid ones are rejected at any depth, unproductive rules are never called, and
 recursion under products stays bounded and call-free.
 
-Texts are walked through the rule DFAs by a small reference interpreter (`ends`), so
-these tests check the compiler independently of the pushdown matcher.
+Texts are walked through the rule DFAs by a small reference interpreter (`ends`), which
+checks the compiler independently of the pushdown matcher, and through the pushdown
+matcher itself (byte level), which must agree.
 """
 
 from __future__ import annotations
@@ -22,7 +23,11 @@ from kor_cli.errors import GrammarError
 from kor_cli.grammar.compile import Grammar, GrammarOptions, compile_json_schema, serialize
 from kor_cli.grammar.json_location import LocationSpace, reorder
 from kor_cli.grammar.json_refs import Resolver
+from kor_cli.grammar.pushdown import PushdownGrammar, PushdownMatcher
 from kor_cli.grammar.rules import RuleSet
+from kor_cli.grammar.vocab import TokenizerInfo
+
+BYTES = TokenizerInfo([bytes([b]) for b in range(256)] + [None], stop_ids=[256], vocab_size=257)
 
 
 def ends(rules: RuleSet, rule_id: int, data: bytes, at: int, memo: dict[Any, set[int]]) -> set[int]:
@@ -51,8 +56,12 @@ def ends(rules: RuleSet, rule_id: int, data: bytes, at: int, memo: dict[Any, set
 
 
 def matches(grammar: Grammar, text: str) -> bool:
+    """The reference interpreter's verdict, checked against the pushdown matcher's."""
     data = text.encode()
-    return len(data) in ends(grammar.rules, grammar.rules.start, data, 0, {})
+    verdict = len(data) in ends(grammar.rules, grammar.rules.start, data, 0, {})
+    matcher = PushdownMatcher(PushdownGrammar(grammar.rules, BYTES))
+    assert (matcher.accept_bytes(data) and matcher.is_accepting) == verdict, text
+    return verdict
 
 
 def canonical(schema: Any, instance: Any) -> str:
@@ -144,7 +153,7 @@ def nested_value(depth: int, leaf: Any = 1) -> Any:
 def test_tree_nests_to_any_depth() -> None:
     grammar = check(
         TREE,
-        [nested_tree(d) for d in (0, 1, 4, 12)],
+        [nested_tree(d) for d in (0, 1, 4, 12, 100)],
         [nested_tree(12, bad=True), {"kids": []}, {"v": 1, "kids": [{"kids": []}]}],
     )
     assert grammar.has_calls
