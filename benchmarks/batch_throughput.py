@@ -31,6 +31,7 @@ import statistics
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -167,11 +168,14 @@ def run(
     size: int,
     max_tokens: int,
     clock: list[float],
-) -> tuple[float, list[Any]]:
-    """Wall seconds (oracle excluded) and results for all prompts at `size` in flight."""
+) -> tuple[float, float, list[Any]]:
+    """Wall and CPU seconds (oracle excluded) and results for all prompts at `size` in
+    flight. CPU time is this process's: on a shared machine it leaves out the time other
+    jobs hold the cores (wall time swings 2x there; CPU time far less)."""
     sampling = SamplingOptions(max_new_tokens=max_tokens)
     constraints = None if factory is None else [Timed(factory.new(), clock) for _ in prompts]
-    decoder.oracle.seconds = 0.0
+    decoder.oracle.seconds = decoder.oracle.cpu_seconds = 0.0
+    cpu = time.process_time()
     if "slots" in inspect.signature(decoder.generate_batch).parameters:
         started = time.perf_counter()
         results = decoder.generate_batch(
@@ -187,7 +191,20 @@ def run(
             )
     if torch.cuda.is_available():
         torch.cuda.synchronize()
-    return time.perf_counter() - started - decoder.oracle.seconds, results
+    wall = time.perf_counter() - started - decoder.oracle.seconds
+    return wall, time.process_time() - cpu - decoder.oracle.cpu_seconds, results
+
+
+@dataclass
+class Run:
+    """One timed run of all records: seconds (wall, CPU, grammar, full head) and results."""
+
+    wall: float
+    cpu: float
+    grammar: float
+    head: float
+    head_cpu: float
+    results: list[Any]
 
 
 class Timed:
@@ -239,35 +256,59 @@ def full_head_ms(loaded: LoadedModel) -> float:
 
 
 class HeadClock:
-    """Seconds spent in full LM-head projections (module calls), so a pass's cost can be
-    split into the head (the same in every loop) and the rest (the loop's own overhead)."""
+    """Seconds spent in full LM-head projections, so a pass's cost can be split into the
+    head (the same work in every loop) and the rest (the loop's own overhead). Counted:
+    calls of the head module (older loops) and the backend's full projections (which on
+    CPU multiply the weight directly), each projection once."""
 
     def __init__(self, head: Any) -> None:
-        self.seconds = 0.0
-        self._started = 0.0
+        from kor_cli.backends.transformers import TransformersBackend
+
+        self.seconds = self.cpu_seconds = 0.0
+        self._started = self._cpu = 0.0
+        self._inside = False
         head.register_forward_pre_hook(self._pre)
         head.register_forward_hook(self._post)
+        project = TransformersBackend.project
+
+        def timed(backend: Any, states: Any, ids: Any = None) -> Any:
+            if ids is not None:
+                return project(backend, states, ids)
+            self._inside = True
+            self._pre(None, None)
+            try:
+                out = project(backend, states)
+            finally:
+                self._inside = False
+            self._post(None, None, out)
+            return out
+
+        TransformersBackend.project = timed  # type: ignore[method-assign]
 
     def _pre(self, module: Any, args: Any) -> None:
-        self._started = time.perf_counter()
+        if not self._inside or module is None:
+            self._started, self._cpu = time.perf_counter(), time.process_time()
 
     def _post(self, module: Any, args: Any, output: Any) -> None:
+        if self._inside:
+            return
         if output.is_cuda:
             torch.cuda.synchronize()
         self.seconds += time.perf_counter() - self._started
+        self.cpu_seconds += time.process_time() - self._cpu
 
 
 def summarise(
     label: str,
     mode: str,
     size: int,
-    runs: list[tuple[float, float, float, list[Any]]],
+    runs: list[Run],
     data: list[Any],
 ) -> dict[str, Any]:
     """One result row (medians over the repeats), printed as it is made."""
-    wall = statistics.median(run[0] for run in runs)
-    beside_head = statistics.median(run[0] - run[2] for run in runs)
-    results = runs[-1][3]
+    wall = statistics.median(run.wall for run in runs)
+    beside_head = statistics.median(run.wall - run.head for run in runs)
+    results = runs[-1].results
     passes = sum(r.forward_passes for r in results)
     tokens = sum(r.tokens for r in results)
     gold = sum(
@@ -282,18 +323,27 @@ def summarise(
         "row_passes": passes,
         "tokens": tokens,
         "gold_records": gold,
-        "grammar_share": round(statistics.median(run[1] for run in runs), 4),
+        "grammar_share": round(statistics.median(run.grammar / run.wall for run in runs), 4),
     }
     if size == 1:
         row["ms_per_pass"] = round(1e3 * wall / passes, 3)
         row["ms_per_pass_beside_full_head"] = round(1e3 * beside_head / passes, 3)
+        if not torch.cuda.is_available():
+            cpu = statistics.median(run.cpu - run.head_cpu for run in runs)
+            row["cpu_ms_per_pass"] = round(1e3 * statistics.median(r.cpu for r in runs) / passes, 3)
+            row["cpu_ms_per_pass_beside_full_head"] = round(1e3 * cpu / passes, 3)
     print(
         f"{label:<9}{mode:<12}batch {size:>3}: {row['records_per_second']:8.2f} rec/s "
         f"{row['tokens_per_second']:9.1f} tok/s  passes {passes:>5}  gold {gold}/{len(data)}"
         f"  grammar {100 * row['grammar_share']:.1f}%"
         + (
             f"  {row['ms_per_pass']:.2f} ms/pass ({row['ms_per_pass_beside_full_head']:.2f}"
-            " beside the full head)"
+            " beside the full head"
+            + (
+                f"; CPU time {row['cpu_ms_per_pass_beside_full_head']:.2f})"
+                if "cpu_ms_per_pass" in row
+                else ")"
+            )
             if size == 1
             else ""
         )
@@ -346,13 +396,18 @@ def main() -> None:
         for _, decoder in variants:  # warm-up: lazily built masks, captured graphs
             run(decoder, prompts[: max(sizes)], chosen, max(sizes), args.max_tokens, [0.0])
         for size in sizes:
-            cells: dict[str, list[tuple[float, float, float, list[Any]]]] = {}
+            cells: dict[str, list[Run]] = {}
             for _ in range(args.repeats):  # variants take turns: load swings hit them alike
                 for label, decoder in variants:
-                    clock, head_before = [0.0], head_clock.seconds
-                    wall, results = run(decoder, prompts, chosen, size, args.max_tokens, clock)
-                    head = head_clock.seconds - head_before
-                    cells.setdefault(label, []).append((wall, clock[0] / wall, head, results))
+                    clock = [0.0]
+                    head, head_cpu = head_clock.seconds, head_clock.cpu_seconds
+                    wall, cpu, results = run(
+                        decoder, prompts, chosen, size, args.max_tokens, clock
+                    )
+                    cells.setdefault(label, []).append(Run(
+                        wall, cpu, clock[0], head_clock.seconds - head,
+                        head_clock.cpu_seconds - head_cpu, results,
+                    ))  # fmt: skip
             for label, runs in cells.items():
                 rows.append(summarise(label, mode, size, runs, data))
     head_ms = full_head_ms(loaded)

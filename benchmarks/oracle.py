@@ -28,7 +28,8 @@ class Oracle:
                 self.by_bytes.setdefault(raw, token_id)
         self.stop_id = stop_id
         self.gold: list[bytes] = []
-        self.seconds = 0.0
+        self.seconds = 0.0  # wall
+        self.cpu_seconds = 0.0  # this process's CPU time
 
     def next_token(self, gold: bytes, done: bytes) -> int:
         rest = gold[len(done) :] if gold.startswith(done) else b""
@@ -53,7 +54,7 @@ def steered(base: type) -> type:
 
         def _logits(self, rows: list[Any], states: Any) -> Any:
             logits = super()._logits(rows, states)
-            started = time.perf_counter()
+            started, cpu = time.perf_counter(), time.process_time()
             picks = []
             for position, row in enumerate(rows):
                 index = getattr(row, "index", self.offset + position)
@@ -61,6 +62,7 @@ def steered(base: type) -> type:
                 picks.append(self.oracle.next_token(self.oracle.gold[index], done))
             logits[range(len(rows)), picks] += Oracle.BONUS
             self.oracle.seconds += time.perf_counter() - started
+            self.oracle.cpu_seconds += time.process_time() - cpu
             return logits
 
     return Steered

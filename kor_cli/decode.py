@@ -164,6 +164,7 @@ class Decoder:
         self.loaded = self.backend.loaded
         self.step = SelectiveHead(self.backend, selective_limit)
         self.stop_ids = frozenset(self.loaded.stop_ids)
+        self._may_stop: dict[tuple[str, ...], dict[int, bool]] = {}
 
     def generate(
         self,
@@ -375,12 +376,25 @@ class Decoder:
         if (
             stop_strings
             and constraint is None
+            and self._may_end_stop(token, stop_strings)
             and _ends_with_stop(self.loaded.tokenizer, row.output, stop_strings)
         ):
             row.finish = "stop"
         elif len(row.output) >= options.max_new_tokens:
             row.finish = "length"
         return [] if row.finish else step
+
+    def _may_end_stop(self, token: int, stop_strings: tuple[str, ...]) -> bool:
+        """Whether `token` can complete a stop string: its text holds a stop string's last
+        character (ASCII ones; a token's text alone and in context differ only in spaces
+        and split multi-byte characters). Cached per token, so most steps decode nothing."""
+        known = self._may_stop.setdefault(stop_strings, {})
+        may = known.get(token)
+        if may is None:
+            ends = {s[-1] for s in stop_strings if s}
+            piece = self.loaded.tokenizer.decode([token], skip_special_tokens=True)
+            may = known[token] = any(not c.isascii() or c.isspace() or c in piece for c in ends)
+        return may
 
     def _result(self, row: _Row, stop_strings: tuple[str, ...]) -> DecodeResult:
         text = self.loaded.tokenizer.decode(row.output, skip_special_tokens=True)

@@ -128,3 +128,31 @@ def test_batched_rows_force_and_finish_independently(tiny: LoadedModel) -> None:
     assert results[0].text == "<json>1</json>" and results[0].forward_passes == 1
     assert results[1].text == "ab cd ef" and results[1].finish_reason == "stop"
     assert results[1].forward_passes == len(targets[1]) + 1
+
+
+class Scripted(Decoder):
+    """Writes `script` token by token whatever the model says (a logit bonus)."""
+
+    def __init__(self, loaded: LoadedModel, script: list[int]) -> None:
+        super().__init__(loaded)
+        self.script = script
+
+    def _logits(self, rows: list[Any], states: Any) -> Any:
+        logits = super()._logits(rows, states)
+        for at, row in enumerate(rows):
+            logits[at, self.script[min(len(row.output), len(self.script) - 1)]] += 1e4
+        return logits
+
+
+@pytest.mark.parametrize("stop", ["</json>", "END ", "json>"])
+def test_prompt_only_stops_right_after_a_stop_string(tiny: LoadedModel, stop: str) -> None:
+    tokenizer = tiny.tokenizer
+    script = tokenizer("ab <json>{} </json> END more text", add_special_tokens=False)["input_ids"]
+    ids = encode_prompt(tiny, "Input: hello\nOutput:", chat=False)
+    result = Scripted(tiny, script).generate(
+        ids, SamplingOptions(max_new_tokens=len(script)), stop_strings=(stop,)
+    )
+    assert result.finish_reason == "stop" and result.text.endswith(stop)
+    assert "more" not in result.text
+    shorter = tokenizer.decode(result.token_ids[:-1], skip_special_tokens=True)
+    assert stop not in shorter  # not one token later than needed

@@ -75,6 +75,12 @@ class OwnedRunner:
 
                 info(f"kor-cli: CUDA graphs failed ({str(error).splitlines()[0]}); eager steps")
                 self.graphs = None
+        if width == 1 and len(rows) == 1:  # one record decoding: the fewest torch calls
+            row = self.physical[rows[0]]
+            token = torch.tensor([tokens[0]], dtype=torch.long, device=self.model.device)
+            hidden = self.model.forward_one(row, token, self.lengths[row])
+            self.lengths[row] += 1
+            return hidden[:, 0]
         return self._run(0, rows, tokens)
 
     def _graph_step(self, rows: list[int], tokens: list[list[int]]) -> torch.Tensor:

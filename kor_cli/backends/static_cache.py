@@ -19,6 +19,8 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from kor_cli.backends.fused import FusedLayer, fuse_layer, mlp, rms_norm
+
 SUPPORTED_TYPES = frozenset({"llama", "mistral", "qwen2", "qwen3"})
 STATIC_ROPE_TYPES = frozenset({"default", "linear", "llama3", "yarn"})
 LENGTH_STEP = 256  # the cache grows in steps of this many positions
@@ -66,12 +68,16 @@ class StaticCacheModel:
         self.window = window if window and getattr(config, "use_sliding_window", True) else None
         weight = model.lm_head.weight
         self.device, self.dtype = weight.device, weight.dtype
+        # CPU steps are bound by the number of torch calls: fused q/k/v and gate/up GEMMs
+        self.fused: list[FusedLayer | None] = [None] * len(self.layers)
+        if self.device.type == "cpu":
+            self.fused = [fuse_layer(layer) for layer in self.layers]
         self.rows = 0
         self.length = 0
         self.generation = 0  # bumped whenever the cache tensors are replaced
         self.keys: list[torch.Tensor] = []
         self.values: list[torch.Tensor] = []
-        self.cos = self.sin = torch.empty(0)
+        self.cos = self.sin = torch.empty(0)  # sin with its first half negated (see _rope)
         self.lengths = torch.zeros(0, dtype=torch.long, device=self.device)
 
     def allocate(self, rows: int, length: int) -> None:
@@ -105,7 +111,8 @@ class StaticCacheModel:
         positions = torch.arange(length, device=self.device)[None]
         probe = torch.empty(1, device=self.device, dtype=self.dtype)
         cos, sin = self.inner.rotary_emb(probe, positions)
-        self.cos, self.sin = cos[0], sin[0]  # [length, head_dim]
+        half = sin.shape[-1] // 2
+        self.cos, self.sin = cos[0], torch.cat((-sin[0, :, :half], sin[0, :, half:]), dim=-1)
 
     def move(self, source: int, target: int) -> None:
         """Copy row `source`'s cache and length into row `target`."""
@@ -134,55 +141,85 @@ class StaticCacheModel:
         mask = mask[:, None]
         cos, sin = self.cos[positions][:, None], self.sin[positions][:, None]
         index = torch.arange(batch, device=tokens.device)[:, None]
-        hidden = self.inner.embed_tokens(tokens)
-        for layer, key_cache, value_cache in zip(self.layers, self.keys, self.values, strict=True):
-            residual = hidden
-            hidden = layer.input_layernorm(hidden)
-            hidden = self._attention(
-                layer.self_attn, hidden, cos, sin, mask, key_cache[rows], value_cache[rows],
-                index, positions, span,
-            )  # fmt: skip
-            hidden = residual + hidden
-            hidden = hidden + layer.mlp(layer.post_attention_layernorm(hidden))
-        self.lengths[rows] = start + counts
-        return self.inner.norm(hidden)  # type: ignore[no-any-return]
 
-    def _attention(
+        def attend(layer: int, attn: Any, fused: FusedLayer | None, hidden: Any) -> Any:
+            query, key, value = self._qkv(attn, fused, hidden, cos, sin)
+            key_cache, value_cache = self.keys[layer][rows], self.values[layer][rows]
+            key_cache[index, :, positions] = key.transpose(1, 2)
+            value_cache[index, :, positions] = value
+            out = F.scaled_dot_product_attention(
+                query,
+                key_cache[:, :, :span],
+                value_cache[:, :, :span],
+                attn_mask=mask,
+                scale=self.scaling,
+                enable_gqa=True,
+            )
+            return attn.o_proj(out.transpose(1, 2).reshape(batch, width, -1))
+
+        hidden = self._layers(self.inner.embed_tokens(tokens), attend)
+        self.lengths[rows] = start + counts
+        return hidden
+
+    def forward_one(self, row: int, token: torch.Tensor, position: int) -> torch.Tensor:
+        """One token [1, 1] for physical row `row` whose length is `position` (known on
+        the host): no mask, no index tensors — the keys are sliced to the row's own.
+        Returns the hidden state [1, 1, H]."""
+        cos, sin = self.cos[position : position + 1], self.sin[position : position + 1]
+        low = 0 if self.window is None else max(0, position + 1 - self.window)
+
+        def attend(layer: int, attn: Any, fused: FusedLayer | None, hidden: Any) -> Any:
+            query, key, value = self._qkv(attn, fused, hidden, cos, sin)
+            key_cache, value_cache = self.keys[layer], self.values[layer]
+            key_cache[row, :, position] = key[0, :, 0]
+            value_cache[row, :, position] = value[0, 0]
+            out = F.scaled_dot_product_attention(
+                query,
+                key_cache[row : row + 1, :, low : position + 1],
+                value_cache[row : row + 1, :, low : position + 1],
+                scale=self.scaling,
+                enable_gqa=True,
+            )
+            return attn.o_proj(out.transpose(1, 2).reshape(1, 1, -1))
+
+        hidden = self._layers(self.inner.embed_tokens(token), attend)
+        self.lengths[row] += 1
+        return hidden
+
+    def _layers(self, hidden: torch.Tensor, attend: Any) -> torch.Tensor:
+        """The decoder layers and final norm, with `attend(layer index, attention module,
+        fused projections, normed hidden)` as each layer's attention."""
+        for at, (layer, fused) in enumerate(zip(self.layers, self.fused, strict=True)):
+            normed = rms_norm(layer.input_layernorm, hidden)
+            hidden = hidden + attend(at, layer.self_attn, fused, normed)
+            normed = rms_norm(layer.post_attention_layernorm, hidden)
+            hidden = hidden + mlp(layer.mlp, fused, normed)
+        return rms_norm(self.inner.norm, hidden)
+
+    def _qkv(
         self,
         attn: Any,
+        fused: FusedLayer | None,
         hidden: torch.Tensor,
         cos: torch.Tensor,
         sin: torch.Tensor,
-        mask: torch.Tensor,
-        key_cache: torch.Tensor,
-        value_cache: torch.Tensor,
-        index: torch.Tensor,
-        positions: torch.Tensor,
-        span: int,
-    ) -> torch.Tensor:
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Query and key [B, heads, T, D] (normed, rotated) and value [B, T, heads, D]."""
         batch, width, _ = hidden.shape
         shape = (batch, width, -1, self.head_dim)
-        query = attn.q_proj(hidden).view(shape)
-        key = attn.k_proj(hidden).view(shape)
-        value = attn.v_proj(hidden).view(shape)
+        if fused is not None:
+            query, key, value = (part.view(shape) for part in fused.qkv(hidden))
+        else:
+            query = attn.q_proj(hidden).view(shape)
+            key = attn.k_proj(hidden).view(shape)
+            value = attn.v_proj(hidden).view(shape)
         if self.qk_norm:
             query, key = attn.q_norm(query), attn.k_norm(key)
-        query, key = query.transpose(1, 2), key.transpose(1, 2)
-        query = query * cos + _rotate_half(query) * sin
-        key = key * cos + _rotate_half(key) * sin
-        key_cache[index, :, positions] = key.transpose(1, 2)
-        value_cache[index, :, positions] = value
-        out = F.scaled_dot_product_attention(
-            query,
-            key_cache[:, :, :span],
-            value_cache[:, :, :span],
-            attn_mask=mask,
-            scale=self.scaling,
-            enable_gqa=True,
-        )
-        return attn.o_proj(out.transpose(1, 2).reshape(batch, width, -1))  # type: ignore[no-any-return]
+        query, key = _rope(query.transpose(1, 2), cos, sin), _rope(key.transpose(1, 2), cos, sin)
+        return query, key, value
 
 
-def _rotate_half(x: torch.Tensor) -> torch.Tensor:
-    half = x.shape[-1] // 2
-    return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+def _rope(x: torch.Tensor, cos: torch.Tensor, signed_sin: torch.Tensor) -> torch.Tensor:
+    """Rotary embedding x·cos + rotate_half(x)·sin, where rotate_half(x) = (-x₂, x₁) is
+    roll(x)·(-1, 1) with the signs folded into the sin table (the same products exactly)."""
+    return x * cos + x.roll(x.shape[-1] // 2, dims=-1) * signed_sin

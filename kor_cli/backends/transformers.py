@@ -7,7 +7,8 @@ graphs (graphs.py). Other architectures run through the model's own forward with
 transformers cache (hf_cache.py): rows of a run start together.
 
 Selective LM head: when the states are hidden states, `project(states, ids)` multiplies
-only the given vocabulary rows (the decode loop passes the union of allowed tokens).
+only the given vocabulary rows (the decode loop passes the union of allowed tokens). On CPU
+the full head runs as weight @ statesᵀ (logits as a transposed view).
 """
 
 from __future__ import annotations
@@ -71,6 +72,10 @@ class TransformersBackend:
             return states.float()
         head = self.loaded.model.lm_head
         if ids is None:
+            if states.device.type == "cpu":
+                # [V, H] @ [H, B]: a CPU GEMM with few rows runs 2-3x faster this way round
+                # (the weight is read once; a [B, H] @ [H, V] with B = 2..7 is not blocked)
+                return torch.matmul(head.weight, states.T).T.float()
             return head(states).float()
         weight = head.weight.index_select(0, ids)
         out = torch.full(
