@@ -52,8 +52,8 @@ def steered(base: type) -> type:
             self.oracle = oracle
             self.offset = 0
 
-        def _logits(self, rows: list[Any], states: Any) -> Any:
-            logits = super()._logits(rows, states)
+        def _logits(self, rows: list[Any], states: Any, *rest: Any) -> Any:
+            logits = super()._logits(rows, states, *rest)
             started, cpu = time.perf_counter(), time.process_time()
             picks = []
             for position, row in enumerate(rows):

@@ -137,8 +137,8 @@ class Scripted(Decoder):
         super().__init__(loaded)
         self.script = script
 
-    def _logits(self, rows: list[Any], states: Any) -> Any:
-        logits = super()._logits(rows, states)
+    def _logits(self, rows: list[Any], states: Any, *rest: Any) -> Any:
+        logits = super()._logits(rows, states, *rest)
         for at, row in enumerate(rows):
             logits[at, self.script[min(len(row.output), len(self.script) - 1)]] += 1e4
         return logits
