@@ -173,7 +173,10 @@ def run(
     flight. CPU time is this process's: on a shared machine it leaves out the time other
     jobs hold the cores (wall time swings 2x there; CPU time far less)."""
     sampling = SamplingOptions(max_new_tokens=max_tokens)
-    constraints = None if factory is None else [Timed(factory.new(), clock) for _ in prompts]
+    vocab = decoder.loaded.vocab_size
+    constraints = None if factory is None else [
+        Timed(factory.new(), clock, vocab) for _ in prompts
+    ]  # fmt: skip
     decoder.oracle.seconds = decoder.oracle.cpu_seconds = 0.0
     cpu = time.process_time()
     if "slots" in inspect.signature(decoder.generate_batch).parameters:
@@ -210,8 +213,8 @@ class Run:
 class Timed:
     """Wraps a constraint and adds the seconds spent in grammar calls to `clock[0]`."""
 
-    def __init__(self, inner: Any, clock: list[float]) -> None:
-        self.inner, self.clock = inner, clock
+    def __init__(self, inner: Any, clock: list[float], vocab_size: int) -> None:
+        self.inner, self.clock, self.vocab_size = inner, clock, vocab_size
 
     def _timed(self, name: str, *args: Any) -> Any:
         started = time.perf_counter()
@@ -221,6 +224,17 @@ class Timed:
 
     def fill_bitmask(self, bitmask: Any, row: int) -> None:
         self._timed("fill_bitmask", bitmask, row)
+
+    def mask(self, device: Any) -> Any:
+        """Bool [V] of allowed tokens, for older loops (`--baseline`) that ask for it."""
+        from kor_cli.grammar.bitmask import allocate_token_bitmask, unpack_row
+
+        started = time.perf_counter()
+        bitmask = allocate_token_bitmask(1, self.vocab_size)
+        self.inner.fill_bitmask(bitmask, 0)
+        allowed = torch.from_numpy(unpack_row(bitmask[0], self.vocab_size)).to(device)
+        self.clock[0] += time.perf_counter() - started
+        return allowed
 
     def state_key(self) -> Any:
         return self._timed("state_key")
