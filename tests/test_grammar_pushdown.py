@@ -15,14 +15,15 @@ from pushdown_helpers import Reference
 
 from kor_cli.errors import GrammarError
 from kor_cli.grammar.ast import Node, alt, literal, opt, repeat, seq
-from kor_cli.grammar.compile import compile_json_schema
+from kor_cli.grammar.compile import GrammarOptions, compile_json_schema
 from kor_cli.grammar.fsm import compile_ast
 from kor_cli.grammar.index import TokenIndex
+from kor_cli.grammar.matcher import GrammarMatcher as DfaMatcher
 from kor_cli.grammar.pushdown import PushdownGrammar, PushdownMatcher, pushdown_grammar
 from kor_cli.grammar.regex import fullmatch
 from kor_cli.grammar.rules import RuleSet, call
 from kor_cli.grammar.vocab import TokenizerInfo
-from kor_cli.testing import TOKENIZER_NAMES
+from kor_cli.testing import TOKENIZER_NAMES, load_offline_tokenizer
 
 DIGITS = fullmatch("[0-9]+")
 WORD = fullmatch("[a-z]+")
@@ -279,3 +280,34 @@ def test_real_one_rule_schemas_give_the_token_index_masks(
         for state in index.reachable_states()[:40]:
             frame = frozenset((grammar.stacks.push(0, grammar.rules.start, state),))
             assert np.array_equal(grammar.mask(frame), index.packed(state)), (key, state)
+
+
+STORE = Path(__file__).resolve().parents[2] / "shared" / "testdata" / "schemastore"
+SPLIT = ["aurora-2.0", "bitrise-step", "gematik-test-hcps", "rancher-fleet-0.8", "vespertide-model"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", SPLIT)
+def test_split_schemastore_schemas_give_the_masks_of_their_dfa(name: str, tokenizer_info_factory):
+    """Large values split off into rules (no recursion): the pushdown masks along valid
+    instances equal TokenIndex's over the inlined DFA (the same language)."""
+    if not STORE.exists():
+        pytest.skip("the SchemaStore test data is not here")
+    schema = json.loads((STORE / "schemas" / f"{name}.json").read_text())
+    grammar = compile_json_schema(schema, GrammarOptions(ref_dir=str(STORE / "schemas")))
+    assert grammar.has_calls
+    info = tokenizer_info_factory("qwen")
+    tokenizer = load_offline_tokenizer("qwen")
+    pushdown, index = PushdownGrammar(grammar.rules, info), TokenIndex(grammar.dfa, info)
+    checked = 0
+    for path in sorted((STORE / "valid" / name).glob("*.json"))[:2]:
+        text = json.dumps(json.loads(path.read_text()), ensure_ascii=False, separators=(",", ":"))
+        ours, theirs = PushdownMatcher(pushdown), DfaMatcher(index)
+        for token in tokenizer.encode(text, add_special_tokens=False)[:300]:
+            assert np.array_equal(ours.packed_mask(), theirs.packed_mask()), (path.name, checked)
+            checked += 1
+            if not theirs.accept_token(token):
+                assert not ours.accept_token(token)
+                break
+            assert ours.accept_token(token)
+    assert checked > 20
