@@ -67,6 +67,21 @@ def test_empty_language_and_limits() -> None:
         compile_ast(repeat(utf8(ALL), 0, 400), max_states=500)
 
 
+def test_structurally_equal_trees_compile_once() -> None:
+    def tree(word: str):  # fresh node objects on every call
+        inner = intersect(repeat(LETTER, 1, 6), difference(repeat(LETTER, 0, None), literal(word)))
+        return seq(literal("<"), inner, opt(seq(literal(","), inner)), literal(">"))
+
+    first, again, other = compile_ast(tree("ab")), compile_ast(tree("ab")), compile_ast(tree("ba"))
+    assert again is first  # the cache answered
+    assert other is not first and other.fingerprint() != first.fingerprint()
+    assert first.accepts(b"<ba>") and not first.accepts(b"<ab>") and other.accepts(b"<ab>")
+    assert first.accepts(b"<abc,ba>") and not first.accepts(b"<ba,ab>")
+    # a tree compiled under a large state limit still fails under a smaller one
+    with pytest.raises(GrammarError, match="too large"):
+        compile_ast(tree("ab"), max_states=5)
+
+
 @given(st.lists(st.booleans(), min_size=1, max_size=4), st.integers(0, 4), st.data())
 @settings(max_examples=40, deadline=None)
 def test_join_matches_enumeration(required: list[bool], lo: int, data: st.DataObject) -> None:

@@ -8,7 +8,6 @@ canonically numbered, so `fingerprint()` identifies the language.
 from __future__ import annotations
 
 import hashlib
-import weakref
 from collections.abc import Callable
 
 import numpy as np
@@ -29,13 +28,13 @@ from kor_cli.grammar.ast import (
     repeat,
     seq,
 )
+from kor_cli.grammar.dfa_cache import cached, remember
 from kor_cli.grammar.limits import check
 from kor_cli.grammar.minimize import determinize, minimize
 from kor_cli.grammar.nfa import NFA, byte_classes, leaf_masks
 
 DEFAULT_MAX_STATES = 50_000
 _SHARED_SIZE = 64  # shared subtrees at least this big are compiled once
-_SHARED: weakref.WeakKeyDictionary[Node, ByteDFA] = weakref.WeakKeyDictionary()
 
 
 class ByteDFA:
@@ -45,7 +44,15 @@ class ByteDFA:
     0, never accepting). `accepting`: bool [num_states]. `start`: never 0.
     """
 
-    __slots__ = ("transitions", "accepting", "start", "_compressed", "_edges", "__weakref__")
+    __slots__ = (
+        "transitions",
+        "accepting",
+        "start",
+        "_compressed",
+        "_edges",
+        "_fingerprint",
+        "__weakref__",
+    )
 
     def __init__(self, transitions: np.ndarray, accepting: np.ndarray, start: int) -> None:
         transitions = np.ascontiguousarray(transitions, dtype=np.int32)
@@ -61,6 +68,7 @@ class ByteDFA:
         self.start = int(start)
         self._compressed: tuple[np.ndarray, list[int], np.ndarray] | None = None
         self._edges: list[list[tuple[int, int]]] | None = None
+        self._fingerprint: str | None = None
 
     @property
     def num_states(self) -> int:
@@ -86,11 +94,13 @@ class ByteDFA:
         return not self.accepting.any()
 
     def fingerprint(self) -> str:
-        digest = hashlib.sha256(b"kor-byte-dfa-v1")
-        digest.update(self.start.to_bytes(8, "little"))
-        digest.update(self.accepting.astype(np.uint8).tobytes())
-        digest.update(self.transitions.astype("<i4").tobytes())
-        return digest.hexdigest()
+        if self._fingerprint is None:
+            digest = hashlib.sha256(b"kor-byte-dfa-v1")
+            digest.update(self.start.to_bytes(8, "little"))
+            digest.update(self.accepting.astype(np.uint8).tobytes())
+            digest.update(self.transitions.astype("<i4").tobytes())
+            self._fingerprint = digest.hexdigest()
+        return self._fingerprint
 
     def compressed(self) -> tuple[np.ndarray, list[int], np.ndarray]:
         """(class of each byte, byte mask of each class, table [num_states, num_classes]).
@@ -156,10 +166,14 @@ def minimal(transitions: np.ndarray, accepting: np.ndarray, start: int) -> ByteD
 
 
 def compile_ast(node: Node, max_states: int = DEFAULT_MAX_STATES) -> ByteDFA:
-    """The minimal byte DFA of `node` (an empty DFA for the empty language)."""
+    """The minimal byte DFA of `node` (an empty DFA for the empty language); a tree
+    structurally equal to one compiled before is not compiled again (`dfa_cache`)."""
     if isinstance(node, Automaton):
         return node.dfa
-    return _build(_lower(node, max_states), max_states)
+    found = cached(node, max_states)
+    if found is None:
+        found = remember(node, max_states, _build(_lower(node, max_states), max_states))
+    return found
 
 
 def _build(node: Node, max_states: int) -> ByteDFA:
@@ -180,7 +194,8 @@ def _lower(root: Node, max_states: int) -> Node:
     """Replace `Product` nodes, and large subtrees used more than once, by automata.
 
     A shared subtree is compiled (and minimised) once, then embedded as a small DFA
-    wherever it occurs, instead of being rebuilt as NFA states at every occurrence.
+    wherever it occurs, instead of being rebuilt as NFA states at every occurrence; so
+    is a large subtree structurally equal to one compiled before (`dfa_cache`).
     """
     counts, sizes = _census(root)
     memo: dict[int, Node] = {}
@@ -190,13 +205,18 @@ def _lower(root: Node, max_states: int) -> Node:
         if done is not None:
             return done
         if isinstance(node, Product):
-            left = _build(visit(node.left), max_states)
-            right = _build(visit(node.right), max_states)
-            out = _automaton(product(left, right, node.op, max_states))
-        elif counts.get(id(node), 0) > 1 and sizes[id(node)] >= _SHARED_SIZE:
-            dfa = _SHARED.get(node)
+            dfa = cached(node, max_states)
             if dfa is None:
-                dfa = _SHARED[node] = _build(_rebuild(node, visit), max_states)
+                left = _build(visit(node.left), max_states)
+                right = _build(visit(node.right), max_states)
+                dfa = remember(node, max_states, product(left, right, node.op, max_states))
+            out = _automaton(dfa)
+        elif sizes.get(id(node), 0) >= _SHARED_SIZE and (
+            counts.get(id(node), 0) > 1 or cached(node, max_states) is not None
+        ):
+            dfa = cached(node, max_states)
+            if dfa is None:
+                dfa = remember(node, max_states, _build(_rebuild(node, visit), max_states))
             out = _automaton(dfa)
         else:
             out = _rebuild(node, visit)

@@ -80,34 +80,40 @@ def _too_many(max_states: int) -> str:
 def _split(
     subset: frozenset[int], edges: Sequence[Sequence[tuple[int, int]]], full: int
 ) -> list[tuple[int, tuple[int, ...]]]:
-    """Partition the classes by the set of NFA targets they lead to from `subset`."""
-    if len(subset) == 1:
-        (only,) = subset
-        if _disjoint(edges[only]):
-            return [(mask, (target,)) for mask, target in edges[only]]
-    parts: list[tuple[int, tuple[int, ...]]] = [(full, ())]
+    """Partition the classes by the set of NFA targets they lead to from `subset`.
+
+    Edges are grouped by class mask first (NFA states built from one AST leaf or one
+    embedded DFA share masks), so the refinement runs once per distinct mask; when the
+    distinct masks are disjoint no refinement is needed at all.
+    """
+    by_mask: dict[int, list[int]] = {}
     for s in subset:
         for mask, target in edges[s]:
-            nxt = []
-            for part, targets in parts:
-                inside = part & mask
-                if not inside:
-                    nxt.append((part, targets))
-                    continue
-                nxt.append((inside, (*targets, target)))
-                if inside != part:
-                    nxt.append((part ^ inside, targets))
-            parts = nxt
-    return [(part, targets) for part, targets in parts if targets]
-
-
-def _disjoint(pairs: Sequence[tuple[int, int]]) -> bool:
+            found = by_mask.get(mask)
+            if found is None:
+                by_mask[mask] = [target]
+            else:
+                found.append(target)
     seen = 0
-    for mask, _ in pairs:
+    for mask in by_mask:
         if seen & mask:
-            return False
+            break
         seen |= mask
-    return True
+    else:
+        return [(mask, tuple(targets)) for mask, targets in by_mask.items()]
+    parts: list[tuple[int, tuple[int, ...]]] = [(full, ())]
+    for mask, targets in by_mask.items():
+        nxt = []
+        for part, held in parts:
+            inside = part & mask
+            if not inside:
+                nxt.append((part, held))
+                continue
+            nxt.append((inside, (*held, *targets)))
+            if inside != part:
+                nxt.append((part ^ inside, held))
+        parts = nxt
+    return [(part, targets) for part, targets in parts if targets]
 
 
 def _fill(num_states: int, num_classes: int, triples: list[tuple[int, int, int]]) -> np.ndarray:
