@@ -136,10 +136,20 @@ class FrameMasks:
             base = self.stacks.push(CONTEXT, rule_id, state)
             token_bytes = self.info.token_bytes
             self.candidates += len(ids)
-            kinds = self.stacks.classify(base, [token_bytes[t] or b"" for t in ids])
-            staying = [t for t, (kind, _) in zip(ids, kinds, strict=True) if kind == STAYS]
+            kinds: list[tuple[int, int] | None] = [None] * len(ids)
+            if len(here) == 1:  # most candidates only end the frame: no simulation needed
+                kinds = [
+                    None if t in extra else _by_bytes(table, state, token_bytes[t] or b"")
+                    for t in ids
+                ]
+            slow = [i for i, kind in enumerate(kinds) if kind is None]
+            found = self.stacks.classify(base, [token_bytes[ids[i]] or b"" for i in slow])
+            for i, kind in zip(slow, found, strict=True):
+                kinds[i] = kind
+            known = [kind or (0, 0) for kind in kinds]
+            staying = [t for t, (kind, _) in zip(ids, known, strict=True) if kind == STAYS]
             _set(stays, np.asarray(staying, dtype=np.int64))
-            for token, (kind, offsets) in zip(ids, kinds, strict=True):
+            for token, (kind, offsets) in zip(ids, known, strict=True):
                 if kind == ESCAPES:
                     data = token_bytes[token] or b""
                     while offsets:
@@ -195,6 +205,25 @@ def _crossing_dfa(table: np.ndarray, crossing: np.ndarray, key: str) -> Any:
     accepting[cross] = True
     accepting[0] = accepting[size] = False
     return _TableDFA(out, accepting, size + 1 if size > 1 else cross, f"{key} crossing")
+
+
+def _by_bytes(table: RuleTable, state: int, data: bytes) -> tuple[int, int] | None:
+    """How a candidate reads from (rule, state) when its byte path meets no call: it cannot
+    stay (staying without a call is reading by bytes, which it does not), so it escapes
+    where its byte path is at an accepting state, or is dead. None: a call is met, or it
+    reads to its end by bytes (the stack simulation decides)."""
+    flat, accepting, calls = table.flat, table.accepting, table.calls
+    offsets = 0
+    for at, byte in enumerate(data):
+        if at:
+            if state in calls:
+                return None
+            if accepting[state]:
+                offsets |= 1 << at
+        state = flat[state << 8 | byte]
+        if not state:
+            return (ESCAPES, offsets) if offsets else (0, 0)
+    return None
 
 
 def _set(words: np.ndarray, ids: np.ndarray) -> None:
