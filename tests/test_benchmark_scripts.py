@@ -21,6 +21,7 @@ SCRIPTS = [
 ]  # fmt: skip
 SCRIPTS += ["ray_throughput.py"]  # ray12's (issue 12)
 SCRIPTS += ["engines_recursive.py"]  # pda10's (issue 10)
+SCRIPTS += ["grammar_cache.py"]  # surface10's (issue 10)
 
 
 def committed() -> dict[str, str]:

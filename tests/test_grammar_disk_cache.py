@@ -51,13 +51,19 @@ def test_keys_separate_their_parts() -> None:
 
 
 def test_writes_are_atomic_and_broken_files_read_as_missing(tmp_path: Path) -> None:
-    path = disk_cache.blob_path(tmp_path / "new", "x", "k", "npz")
-    assert disk_cache.write_arrays(path, {"a": np.arange(3)})
+    path = disk_cache.blob_path(tmp_path / "new", "x", "k")
+    arrays = {"a": np.arange(6).reshape(2, 3), "s": np.asarray("text"), "b": np.ones(0, bool)}
+    assert disk_cache.write_arrays(path, arrays)
     assert [p.name for p in path.parent.iterdir()] == [path.name]  # no temporary left
-    assert disk_cache.read_arrays(path)["a"].tolist() == [0, 1, 2]  # type: ignore[index]
-    path.write_bytes(b"PK\x03\x04 truncated zip")
-    assert disk_cache.read_arrays(path) is None
-    assert disk_cache.read_arrays(tmp_path / "missing.npz") is None
+    found = disk_cache.read_arrays(path)
+    assert found is not None and found.keys() == arrays.keys()
+    for name, array in arrays.items():
+        assert found[name].dtype == array.dtype and np.array_equal(found[name], array)
+    whole = path.read_bytes()
+    for broken in (whole[: len(whole) - 5], whole[:20], b"garbage", whole.replace(b'"a"', b'"a')):
+        path.write_bytes(broken)
+        assert disk_cache.read_arrays(path) is None, broken
+    assert disk_cache.read_arrays(tmp_path / "missing.bin") is None
     blocked = tmp_path / "file"
     blocked.write_text("a file where the cache folder should be")
     assert not disk_cache.write_blob(blocked / "x.bin", b"data")

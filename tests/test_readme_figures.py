@@ -127,3 +127,17 @@ def test_hand_written_people_figures_are_in_the_results_file() -> None:
         prompt["parsed"], prompt["records"], round(100 * prompt["field_accuracy"]),
         constrained["parsed"], constrained["records"], round(100 * constrained["field_accuracy"]),
     ]  # fmt: skip
+
+
+def test_grammar_cache_figures_are_in_its_results_file() -> None:
+    text = section("### Token masks vs XGrammar")
+    start = text.index("- **Disk cache.**")
+    end = text.find("\n- ", start + 1)
+    bullet = text[start : end if end > 0 else len(text)]
+    data = json.loads((RESULTS / "grammar_cache_qwen.json").read_text())
+    found = numbers(data["summary"])
+    figures = re.findall(r"(\d+\.\d+) ms", bullet) + re.findall(r"(\d+\.\d+)–", bullet)
+    assert len(figures) >= 5
+    for figure in figures:
+        assert quoted(figure, found), figure
+    assert max(row["second_run_median_ms"] for row in data["summary"]) <= 5.0

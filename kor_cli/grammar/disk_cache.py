@@ -14,10 +14,9 @@ makes a run fail. Any engine stores its tables the same way: `blob_key(...)`, th
 from __future__ import annotations
 
 import hashlib
-import io
+import json
 import os
 import tempfile
-import zipfile
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -80,20 +79,43 @@ def write_blob(path: Path, data: bytes) -> bool:
                 pass
 
 
+_MAGIC = b"KORARR1\n"
+
+
 def read_arrays(path: Path) -> dict[str, np.ndarray] | None:
-    """Named arrays from an npz cache file; None when missing, unreadable or corrupt."""
+    """Named arrays from a cache file (read-only views of its bytes); None when missing,
+    unreadable or corrupt."""
     data = read_blob(path)
-    if data is None:
+    if data is None or not data.startswith(_MAGIC):
         return None
     try:
-        with np.load(io.BytesIO(data), allow_pickle=False) as archive:
-            return {name: archive[name] for name in archive.files}
-    except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile):
+        size = int.from_bytes(data[len(_MAGIC) : len(_MAGIC) + 8], "little")
+        start = len(_MAGIC) + 8
+        header = json.loads(data[start : start + size])
+        base = start + size
+        arrays = {}
+        for name, dtype, shape, offset, nbytes in header:
+            if base + offset + nbytes > len(data):
+                return None
+            kind = np.dtype(dtype)
+            if kind.hasobject or not kind.itemsize:
+                return None
+            count = nbytes // kind.itemsize
+            flat = np.frombuffer(data, kind, count=count, offset=base + offset)
+            arrays[str(name)] = flat.reshape(shape)
+        return arrays
+    except (ValueError, TypeError, KeyError):
         return None
 
 
 def write_arrays(path: Path, arrays: Mapping[str, np.ndarray]) -> bool:
-    """Write named arrays as one npz file, atomically; False when that fails."""
-    buffer = io.BytesIO()
-    np.savez(buffer, **arrays)
-    return write_blob(path, buffer.getvalue())
+    """Write named arrays as one cache file (a JSON header, then the raw bytes of each
+    array), atomically; False when that fails."""
+    header, chunks, offset = [], [], 0
+    for name, array in arrays.items():
+        raw = np.ascontiguousarray(array).tobytes()
+        header.append([name, np.asarray(array).dtype.str, list(np.shape(array)), offset, len(raw)])
+        chunks.append(raw)
+        offset += len(raw)
+    head = json.dumps(header).encode()
+    return write_blob(path, b"".join([_MAGIC, len(head).to_bytes(8, "little"), head, *chunks]))

@@ -409,4 +409,4 @@ def _live_states(table: np.ndarray, accepting: np.ndarray) -> np.ndarray:
 
 def _cache_path(cache_dir: Path | str, dfa: Any, info: TokenizerInfo) -> Path:
     key = blob_key(_CACHE_FORMAT, dfa.fingerprint(), info.fingerprint)
-    return blob_path(cache_dir, "index", key, "npz")
+    return blob_path(cache_dir, "index", key, "bin")

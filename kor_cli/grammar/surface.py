@@ -241,7 +241,7 @@ def cached_grammar(
     root = cache_dir if cache_dir is not None else cache_root()
     if source is None or root is None:
         return build()
-    path = blob_path(root, "grammar", blob_key(_GRAMMAR_FORMAT, *source), "npz")
+    path = blob_path(root, "grammar", blob_key(_GRAMMAR_FORMAT, *source), "bin")
     found = read_arrays(path)
     if found is not None:
         try:
