@@ -141,3 +141,20 @@ def test_grammar_cache_figures_are_in_its_results_file() -> None:
     for figure in figures:
         assert quoted(figure, found), figure
     assert max(row["second_run_median_ms"] for row in data["summary"]) <= 5.0
+
+
+def test_recursive_engine_table_is_in_its_results_file() -> None:
+    report = json.loads((RESULTS / "engines_recursive.json").read_text())
+    rows = {row["schema"]: row["engines"] for row in report["tokenizers"]["qwen"]["schemas"]}
+    table = re.findall(r"^\| (tree|rpc) \| (.+) \|$", section("### Recursive schemas"), re.M)
+    assert {name for name, _ in table} == set(rows)
+    for name, cells in table:
+        engines = rows[name]
+        want = [
+            *(engines[e]["first_mask_ms"] for e in ("kor", "llguidance", "xgrammar")),
+            *(engines[e]["mask_us_cold"]["mean"] for e in ("kor", "llguidance")),
+            *(engines[e]["mask_us_warm"]["mean"] for e in ("kor", "llguidance")),
+            engines["kor"]["mask_us_warm"]["p99"],
+        ]
+        got = [float(x) for x in re.findall(r"\d+(?:\.\d+)?", cells)]
+        assert got == want, (name, got, want)
