@@ -339,6 +339,10 @@ def summarise(
         "gold_records": gold,
         "grammar_share": round(statistics.median(run.grammar / run.wall for run in runs), 4),
     }
+    if not torch.cuda.is_available():  # records per second of this process's CPU time
+        row["cpu_records_per_second"] = round(
+            len(data) / statistics.median(run.cpu for run in runs), 3
+        )
     if size == 1:
         row["ms_per_pass"] = round(1e3 * wall / passes, 3)
         row["ms_per_pass_beside_full_head"] = round(1e3 * beside_head / passes, 3)
@@ -350,6 +354,11 @@ def summarise(
         f"{label:<9}{mode:<12}batch {size:>3}: {row['records_per_second']:8.2f} rec/s "
         f"{row['tokens_per_second']:9.1f} tok/s  passes {passes:>5}  gold {gold}/{len(data)}"
         f"  grammar {100 * row['grammar_share']:.1f}%"
+        + (
+            f"  {row['cpu_records_per_second']:.2f} rec/CPU-s"
+            if "cpu_records_per_second" in row
+            else ""
+        )
         + (
             f"  {row['ms_per_pass']:.2f} ms/pass ({row['ms_per_pass_beside_full_head']:.2f}"
             " beside the full head"
@@ -409,21 +418,19 @@ def main() -> None:
         chosen = factory if mode == "constrained" else None
         for _, decoder in variants:  # warm-up: lazily built masks, captured graphs
             run(decoder, prompts[: max(sizes)], chosen, max(sizes), args.max_tokens, [0.0])
-        for size in sizes:
-            cells: dict[str, list[Run]] = {}
-            for _ in range(args.repeats):  # variants take turns: load swings hit them alike
+        cells: dict[tuple[int, str], list[Run]] = {}
+        for _ in range(args.repeats):  # sizes and variants take turns: load swings hit all
+            for size in sizes:
                 for label, decoder in variants:
                     clock = [0.0]
                     head, head_cpu = head_clock.seconds, head_clock.cpu_seconds
-                    wall, cpu, results = run(
-                        decoder, prompts, chosen, size, args.max_tokens, clock
-                    )
-                    cells.setdefault(label, []).append(Run(
+                    wall, cpu, results = run(decoder, prompts, chosen, size, args.max_tokens, clock)
+                    cells.setdefault((size, label), []).append(Run(
                         wall, cpu, clock[0], head_clock.seconds - head,
                         head_clock.cpu_seconds - head_cpu, results,
                     ))  # fmt: skip
-            for label, runs in cells.items():
-                rows.append(summarise(label, mode, size, runs, data))
+        for (size, label), runs in cells.items():
+            rows.append(summarise(label, mode, size, runs, data))
     head_ms = full_head_ms(loaded)
     print(f"full LM-head projection, one row: {head_ms:.2f} ms (part of every prompt-only pass)")
     if args.out:

@@ -213,3 +213,24 @@ def test_mixed_head_projects_wide_rows_fully_and_narrow_rows_selectively(
         outside = torch.ones(tiny.vocab_size, dtype=torch.bool)
         outside[torch.cat([few[0], few[2]])] = False
         assert torch.isinf(mixed[row, outside]).all()
+
+
+def test_prompts_sharing_a_start_reuse_its_cache_and_decode_the_same(tiny: LoadedModel) -> None:
+    from kor_cli.backends.prefix import MIN_SHARED
+
+    head = "Extract the person. " * 12  # > MIN_SHARED tokens shared by every prompt
+    texts = ["Ann is 31.", "Bob lives in Leeds and is 40 years old.", "", "Cy."]
+    prompts = [encode_prompt(tiny, head + t, chat=False) for t in texts]
+    options = SamplingOptions(max_new_tokens=6)
+    fresh = []
+    for prompt in prompts:  # a new backend per prompt: nothing kept from another prompt
+        fresh.append(Decoder(TransformersBackend(tiny)).generate(prompt, options).token_ids)
+    backend = TransformersBackend(tiny)
+    decoder = Decoder(backend)
+    for slots in (1, 2):
+        assert [r.token_ids for r in decoder.generate_batch(prompts, options, slots=slots)] == fresh
+    shared = min(len(p) for p in prompts) - 8
+    assert backend.runner.prefix.reused >= (2 * len(prompts) - 1) * max(shared, MIN_SHARED)
+    other = encode_prompt(tiny, "Something else entirely. " * 8, chat=False)
+    decoder.generate(other, options)
+    assert backend.runner.prefix.tokens == other  # another schema: its prompt is kept

@@ -3,7 +3,8 @@
 The decode loop names rows by slot; here every live slot sits in a physical cache row
 `0 .. live-1`. A freed slot's row is filled by moving the last live row into it, so a step
 always runs the first `live` physical rows (a slice, no gather) — or the smallest captured
-CUDA-graph bucket that holds them.
+CUDA-graph bucket that holds them. A new row's prompt start that an earlier prompt shared
+is copied from the prefix cache (prefix.py) instead of being prefilled again.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from typing import Any
 
 import torch
 
+from kor_cli.backends.prefix import MIN_SHARED, PrefixCache
 from kor_cli.backends.static_cache import StaticCacheModel
 
 # Multi-token steps wider than this are prefills of long prompts: run in pieces of this
@@ -34,6 +36,7 @@ class OwnedRunner:
         self.physical: dict[int, int] = {}  # slot -> physical row
         self.lengths: list[int] = []  # host copy of each physical row's length
         self.max_new = 0
+        self.prefix = PrefixCache()
 
     @property
     def live(self) -> int:
@@ -61,7 +64,17 @@ class OwnedRunner:
         self.model.lengths[first : first + len(rows)] = 0
         need = max(len(p) for p in prompts) + self.max_new + 1
         self._ensure(need)
-        return self._run(first, rows, prompts)
+        shared = [self.prefix.shared(prompt) for prompt in prompts]
+        for row, count in enumerate(shared, start=first):
+            if count:
+                self.prefix.copy_into(self.model, row, count)
+                self.lengths[row] = count
+                self.model.lengths[row] = count
+        hidden = self._run(first, rows, [p[n:] for p, n in zip(prompts, shared, strict=True)])
+        fresh = [at for at, n in enumerate(shared) if not n and len(prompts[at]) > MIN_SHARED]
+        if fresh:
+            self.prefix.keep(self.model, first + fresh[0], prompts[fresh[0]])
+        return hidden
 
     def step(self, rows: list[int], tokens: list[list[int]]) -> torch.Tensor:
         """Feed rows their next tokens; rows not named keep their state."""
