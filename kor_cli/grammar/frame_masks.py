@@ -18,10 +18,12 @@ trie walks) on two tables per rule:
   of tokens read by bytes alone (all of them stay).
 - *crossing*: the same, except that after at least one byte every state with a call or an
   accepting state sends any byte to an absorbing state X. A token it allows but *bytes*
-  does not must call or pop on the way: a candidate, read exactly by the stack simulation
-  (`Stacks.classify`) to tell stays / escapes / neither. A copy of each state reads its
-  first byte by its byte edges only (calls at the start are handled below, pops there by
-  `ends`).
+  does not must call or pop on the way: a candidate. A candidate whose byte path meets no
+  call cannot stay (staying without a call is reading by bytes), so one table walk tells
+  where it escapes (at accepting states on its path) or that it is dead; the others are
+  read exactly by the stack simulation (`Stacks.classify`) to tell stays / escapes /
+  neither. A copy of each state reads its first byte by its byte edges only (calls at the
+  start are handled below, pops there by `ends`).
 
 Calls before the first byte compose: from (rule, state), every token that stays in a
 callee's start frame stays here too, and the callee's `escapes` become candidates here (the

@@ -30,7 +30,7 @@ from kor_cli.grammar.stacks import EMPTY, Config, Stacks
 from kor_cli.grammar.vocab import TokenizerInfo
 
 FORCED_LIMIT = 256
-_MAX_CACHED = 8192  # configuration masks kept (first in, first out beyond that)
+_MAX_CACHED = 2048  # masks kept per cache (first in, first out): ~40 MB each at 151k tokens
 
 
 class PushdownGrammar:
