@@ -11,7 +11,7 @@ import json
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from kor_cli.errors import GrammarError
 from kor_cli.grammar.ast import Node, alt, literal
@@ -135,7 +135,10 @@ def _loader(options: GrammarOptions) -> Loader | None:
     return prefix_loader(options.ref_map, siblings) if options.ref_map else siblings
 
 
-def _bounded(build: Callable[[], Grammar], options: GrammarOptions) -> Grammar:
+T = TypeVar("T")
+
+
+def _bounded(build: Callable[[], T], options: GrammarOptions) -> T:
     """`build()` under the options' limits; resource exhaustion becomes a `GrammarError`."""
     sizes = Limits(options.max_repeat, options.max_enum, options.max_properties)
     try:
@@ -192,11 +195,16 @@ def compile_json_schema(
         book = compiler.compile()
         warnings = tuple(compiler.warnings)
         if book.has_calls:
-            rules = RuleSet(book.start, book.build, book.names, key=f"{text} {options!r}")
-            rules.rule(rules.start)  # the others when first reached
+
+            def rule(k: int) -> ByteDFA:  # each rule built under the compile's limits
+                return _bounded(lambda: book.build(k), options)
 
             def view() -> ByteDFA:
-                return compile_ast(book.inlined(options.max_recursion_depth), options.max_states)
+                inlined = book.inlined(options.max_recursion_depth)
+                return _bounded(lambda: compile_ast(inlined, options.max_states), options)
+
+            rules = RuleSet(book.start, rule, book.names, key=f"{text} {options!r}")
+            rules.rule(rules.start)  # the others when first reached
 
             return Grammar(None, "json-schema", warnings, rules, view)
         dfa = compile_ast(book.bodies[book.start], options.max_states)

@@ -7,10 +7,11 @@ leaf to a rule whose body is that conjunction, and the outer occurrence refers t
 too. So recursion costs one rule, not copies, and nests to any depth on the pushdown
 matcher (`rules.RuleSet`).
 
-Large member values and items (`split`, over `SPLIT_SIZE` AST nodes) become rules of their
-own too, so a big schema's rules are compiled to DFAs only when the matcher first reaches
-them (`RuleSet.rule` builds lazily). Small schemas keep one rule: the very AST (and so the
-very DFA) of the whole-DFA engine; inlining every call gives that AST back in any case.
+Large member values and items that may be arrays or objects (`split`, from `SPLIT_SIZE`
+AST nodes) become rules of their own too, so a big schema's rules are compiled to DFAs only
+when the matcher first reaches them (`RuleSet.rule` builds lazily). Small schemas keep one
+rule: the very AST (and so the very DFA) of the whole-DFA engine; inlining every call gives
+that AST back in any case.
 
 Under products (`not`, `oneOf`, `if`/`else`, `contains`, `uniqueItems`, `enum` beside
 constraints, `propertyNames`: whatever is compiled to a DFA and intersected or
@@ -51,7 +52,7 @@ from kor_cli.grammar.json_keywords import Part
 from kor_cli.grammar.json_location import Location
 from kor_cli.grammar.rules import call
 
-SPLIT_SIZE = 400  # AST nodes (automaton states) from which a member value is a rule
+SPLIT_SIZE = 100  # AST nodes (automaton states) from which a member value is a rule
 
 Key = tuple[tuple[tuple[int, frozenset[str], int, bool], ...], int]
 
@@ -110,7 +111,7 @@ class RuleBook:
 
     def split(self, node: Node, parts: list[Part]) -> Node:
         """`node` (the value of `parts`) as a call to a rule of its own if it is large."""
-        if isinstance(node, Call) or not _large(node, SPLIT_SIZE):
+        if isinstance(node, Call) or not _large(node, SPLIT_SIZE) or not _container(node):
             return node
         rule = self._split.get(id(node))
         if rule is None:
@@ -337,6 +338,29 @@ def _large(root: Node, limit: int) -> bool:
         elif isinstance(node, Product):
             stack += [node.left, node.right]
     return False
+
+
+_BRACKETS = (1 << ord("[")) | (1 << ord("{"))
+
+
+def _container(node: Node) -> bool:
+    """Whether `node` may be an array or object (its first byte may be `[` or `{`): only
+    those are worth a rule; scalars stay inside their parent (terminals)."""
+    while True:
+        if isinstance(node, Bytes):
+            return bool(node.mask & _BRACKETS)
+        if isinstance(node, Seq) and node.items:
+            node = node.items[0]
+        elif isinstance(node, Alt):
+            return any(_container(x) for x in node.items)
+        elif isinstance(node, Repeat):
+            node = node.item
+        elif isinstance(node, Product):
+            node = node.left
+        elif isinstance(node, Automaton):
+            return bool(node.dfa.transitions[node.dfa.start, [ord("["), ord("{")]].any())
+        else:
+            return True  # a call, or anything else: keep the size rule alone
 
 
 def _name(parts: list[Part]) -> str:
