@@ -18,14 +18,24 @@ by token, through the allowed-token mask of the Qwen tokenizer (`TokenIndex` +
 Reports compiled / refused (grouped by keyword and message) / timeouts / crashes (a Python
 exception other than `GrammarError`: a bug), false accepts and rejects, time to the first
 mask (compile + index + first mask) p50/p90/p99, and mask-vs-DFA disagreements (must be 0).
-The machine is shared: times are indicative.
 
-    python benchmarks/schemastore.py --out benchmarks/results/schemastore.json
+The competing engines installed (llguidance, XGrammar: `pip install -e '.[bench]'`) run in
+the same run on the same schemas, instances, texts and Qwen tokenizer, through their own
+token masks (`engines.py`'s adapters; compact separators, no free whitespace), each in the
+same kind of worker with the same CPU-time limit (they have no limit of their own, so past
+it they count as timeouts); an exception while compiling or computing the first mask is
+their refusal. They are given no `ref_dir`: a reference to a sibling file is theirs to
+refuse. Ratios are kor / engine over the schemas both compiled. The machine is shared:
+times are indicative.
+
+    python benchmarks/schemastore.py --every 8 --out benchmarks/results/schemastore.json
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
+import importlib.util
 import json
 import multiprocessing as mp
 import os
@@ -34,6 +44,7 @@ import re
 import sys
 import time
 from collections import Counter
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -53,8 +64,10 @@ CORPUS = REPO.parent / "shared" / "testdata" / "schemastore"
 
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")  # workers fork
 GRACE_S = 5.0  # the compiler's own (CPU) time limit answers first; the kill is a safety net
+COMPETITORS = ("llguidance", "xgrammar")
 _tokenizer: Any = None
 _info: TokenizerInfo | None = None
+_engines: dict[str, Any] = {}  # competing engines' adapters, built before workers fork
 
 
 def names(corpus: Path) -> list[str]:
@@ -82,28 +95,124 @@ def forms(instance: Any, schema: Any, loader: Any) -> list[str]:
 def reason(error: GrammarError) -> str:
     """A refusal's group: keyword and message with quoted values and numbers blanked."""
     message = error.message.split(": ", 1)[-1] if error.keyword else error.message
-    message = re.sub(r"'[^']*'|\"[^\"]*\"", "…", message)
-    message = re.sub(r"\d+(\.\d+)?", "N", message)
-    return f"{error.keyword or 'grammar'}: {message}"
+    return f"{error.keyword or 'grammar'}: {_blank(message)}"
 
 
-def _walk(index: TokenIndex, text: str) -> bool:
-    """True if the mask allows every token of `text` and then a stop token."""
+def _blank(message: str) -> str:
+    """`message` with quoted values and numbers blanked (for grouping)."""
+    message = re.sub(r"'[^']*'|\"[^\"]*\"|`[^`]*`", "…", message)
+    return re.sub(r"\d+(\.\d+)?", "N", message)
+
+
+def _tokens(text: str) -> list[int]:
+    """The Qwen tokens of `text` as a model writes it after a newline."""
     assert _tokenizer is not None and _info is not None
     ids = _tokenizer("\n" + text, add_special_tokens=False).input_ids
     for cut in range(len(ids)):
         if b"".join(_info.token_bytes[i] or b"" for i in ids[:cut]) == b"\n":
-            ids = ids[cut:]
-            break
+            return ids[cut:]
+    return ids
+
+
+def _walk(index: TokenIndex, text: str) -> bool:
+    """True if the mask allows every token of `text` and then a stop token."""
+    assert _info is not None
     matcher = GrammarMatcher(index)
-    for token in ids:
+    for token in _tokens(text):
         if not matcher.allowed_mask()[token] or not matcher.accept_token(token):
             return False
     return bool(matcher.allowed_mask()[list(_info.stop_ids)].any())
 
 
-def check(corpus: Path, name: str, conn: Any, timeout: float) -> None:
+def _allowed(buf: np.ndarray, token: int) -> bool:
+    return bool(int(buf[token >> 5]) >> (token & 31) & 1)
+
+
+def _walk_other(engine: Any, compiled: Any, text: str) -> bool:
+    """`_walk` through a competing engine's matcher and packed mask."""
+    assert _info is not None
+    matcher = engine.matcher(compiled)
+    buf = np.zeros((_info.vocab_size + 31) // 32, dtype=np.int32)
+    for token in _tokens(text):
+        matcher.fill(buf)
+        if not _allowed(buf, token) or not matcher.accept(token):
+            return False
+    matcher.fill(buf)
+    return any(_allowed(buf, stop) for stop in _info.stop_ids)
+
+
+def _outcomes(
+    corpus: Path, name: str, schema: Any, walk: Any, dfa: Any = None, rejected: Any = None
+) -> dict[str, list[str]]:
+    """Each instance of `name` walked in its forms: ok / fa / fr_ser / fr (+ disagree:
+    the mask and `dfa` differ on a text); the forms of each genuine false reject go into
+    the dict `rejected` (if given)."""
+    loader = sibling_loader(corpus / "schemas")
+    outcomes: dict[str, list[str]] = {k: [] for k in ("ok", "fa", "fr_ser", "fr", "disagree")}
+    for valid in (True, False):
+        for path in sorted((corpus / ("valid" if valid else "invalid") / name).glob("*.json")):
+            instance = json.loads(path.read_text(encoding="utf-8"))
+            label = f"{name}/{path.name}"
+            results = []
+            for text in forms(instance, schema, loader):
+                walked = walk(text)
+                if dfa is not None and walked != dfa.accepts(text.encode()):
+                    outcomes["disagree"].append(label)
+                results.append(walked)
+                if walked:
+                    break
+            if not valid:
+                outcomes["fa" if any(results) else "ok"].append(label)
+            elif results[0]:
+                outcomes["ok"].append(label)
+            else:
+                outcomes["fr_ser" if any(results) else "fr"].append(label)
+                if not any(results) and rejected is not None:
+                    rejected[label] = forms(instance, schema, loader)
+    return outcomes
+
+
+def _no_formats(value: Any) -> Any:
+    """`value` without its `format` keywords (string-valued, i.e. not a property named so)."""
+    if isinstance(value, dict):
+        return {k: _no_formats(v) for k, v in value.items() if k != "format" or not isinstance(v, str)}
+    if isinstance(value, list):
+        return [_no_formats(v) for v in value]
+    return value
+
+
+# Genuine false rejects that a documented choice explains: the grammar with that choice
+# undone (an option, or the schema without `format`) accepts the instance. In this order.
+CLASSES: tuple[tuple[str, dict[str, Any], Any], ...] = (
+    ("closed objects (accepted with open_objects)", {"open_objects": True}, None),
+    ("free-form depth (accepted with max_any_depth=5)", {"max_any_depth": 5, "max_states": 400_000}, None),
+    ("format enforced (accepted without format)", {}, _no_formats),
+)
+
+
+def classify(schema: Any, options: GrammarOptions, rejected: dict[str, list[str]]) -> dict:
+    """For each genuine false reject: the first of `CLASSES` whose grammar accepts one of
+    its forms, else "unclassified"."""
+    found = dict.fromkeys(rejected, "unclassified")
+    for label, changes, transform in CLASSES:
+        pending = [case for case, kind in found.items() if kind == "unclassified"]
+        if not pending:
+            break
+        try:
+            changed = transform(schema) if transform else schema
+            dfa = compile_json_schema(changed, replace(options, **changes)).dfa
+        except GrammarError:
+            continue
+        for case in pending:
+            if any(dfa.accepts(text.encode()) for text in rejected[case]):
+                found[case] = label
+    return found
+
+
+def check(corpus: Path, name: str, conn: Any, timeout: float, engine: str = "kor") -> None:
     """Compile `name` (sends ("compiled", row)), then walk its instances (sends ("done", row))."""
+    if engine != "kor":
+        return _check_other(corpus, name, conn, engine)
     schema = json.loads((corpus / "schemas" / f"{name}.json").read_text(encoding="utf-8"))
     options = GrammarOptions(ref_dir=str(corpus / "schemas"), time_limit_s=timeout)
     row: dict[str, Any] = {"name": name}
@@ -124,28 +233,35 @@ def check(corpus: Path, name: str, conn: Any, timeout: float) -> None:
     index = TokenIndex(grammar.dfa, _info)
     index.allowed(index.start)
     row["first_mask_s"] = time.perf_counter() - start
-    loader = sibling_loader(corpus / "schemas")
-    outcomes: dict[str, list[str]] = {k: [] for k in ("ok", "fa", "fr_ser", "fr", "disagree")}
-    for valid in (True, False):
-        for path in sorted((corpus / ("valid" if valid else "invalid") / name).glob("*.json")):
-            instance = json.loads(path.read_text(encoding="utf-8"))
-            label = f"{name}/{path.name}"
-            texts = forms(instance, schema, loader)
-            results = []
-            for text in texts:
-                walked = _walk(index, text)
-                if walked != grammar.dfa.accepts(text.encode()):
-                    outcomes["disagree"].append(label)
-                results.append(walked)
-                if walked:
-                    break
-            if not valid:
-                outcomes["fa" if any(results) else "ok"].append(label)
-            elif results[0]:
-                outcomes["ok"].append(label)
-            else:
-                outcomes["fr_ser" if any(results) else "fr"].append(label)
-    row.update(outcomes)
+    rejected: dict[str, list[str]] = {}
+    walk = lambda text: _walk(index, text)  # noqa: E731
+    row.update(_outcomes(corpus, name, schema, walk, grammar.dfa, rejected))
+    if rejected:
+        row["fr_class"] = classify(schema, options, rejected)
+    conn.send(("done", row))
+
+
+def _check_other(corpus: Path, name: str, conn: Any, engine: str) -> None:
+    """`check` for a competing engine: any exception while compiling is its refusal."""
+    assert _info is not None
+    schema = json.loads((corpus / "schemas" / f"{name}.json").read_text(encoding="utf-8"))
+    adapter = _engines[engine]
+    row: dict[str, Any] = {"name": name}
+    start = time.perf_counter()
+    try:
+        compiled = adapter.compile(schema)
+        adapter.matcher(compiled).fill(np.zeros((_info.vocab_size + 31) // 32, dtype=np.int32))
+    except Exception as error:  # noqa: BLE001 - the engine's refusal, named by its message
+        message = str(error).strip().splitlines()[0] if str(error).strip() else repr(error)
+        message = re.sub(r"^\[[\d:]+\] \S+:\d+: ", "", message)  # XGrammar's log prefix
+        group = re.sub(r"\d+(\.\d+)?", "N", re.sub(r"'[^']*'|`[^`]*`", "…", message))
+        row.update(status="refused", reason=group[:120], error=message[:300])
+        conn.send(("done", row))
+        return
+    row.update(status="compiled", compile_s=time.perf_counter() - start)
+    row["first_mask_s"] = row["compile_s"]
+    conn.send(("compiled", row))
+    row.update(_outcomes(corpus, name, schema, lambda text: _walk_other(adapter, compiled, text)))
     conn.send(("done", row))
 
 
@@ -154,8 +270,8 @@ def _worker(corpus: Path, conn: Any) -> None:
         job = conn.recv()
         if job is None:
             return
-        name, timeout = job
-        check(corpus, name, conn, timeout)
+        name, timeout, engine = job
+        check(corpus, name, conn, timeout, engine)
 
 
 class Pool:
@@ -171,8 +287,10 @@ class Pool:
         self.process = self.context.Process(target=_worker, args=(self.corpus, child))
         self.process.start()
 
-    def run(self, name: str, timeout: float, walk_timeout: float) -> dict[str, Any]:
-        self.conn.send((name, timeout))
+    def run(
+        self, name: str, timeout: float, walk_timeout: float, engine: str = "kor"
+    ) -> dict[str, Any]:
+        self.conn.send((name, timeout, engine))
         row: dict[str, Any] = {"name": name}
         for phase, limit in (("compile", timeout + GRACE_S), ("walk", walk_timeout)):
             if not self._answers(limit):
@@ -247,17 +365,43 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
         "false_accept_cases": cases("fa"),
         "false_reject_serialization_cases": cases("fr_ser"),
         "false_reject_genuine_cases": cases("fr"),
+        "false_rejects_genuine_by_class": dict(
+            Counter(k for r in compiled for k in r.get("fr_class", {}).values()).most_common()
+        ),
+        "false_reject_genuine_classes": {
+            case: kind for r in compiled for case, kind in r.get("fr_class", {}).items()
+        },
     }
 
 
-def load_tokenizer() -> None:
-    """The Qwen tokenizer and its byte tables, loaded once before workers fork."""
+def load_tokenizer(engines: tuple[str, ...] = ()) -> None:
+    """The Qwen tokenizer and its byte tables (and the competing `engines`' tokenizer
+    adapters), loaded once before workers fork."""
     global _tokenizer, _info
     from kor_cli.testing import QWEN_LOGITS_WIDTH, load_offline_tokenizer
 
-    _tokenizer = load_offline_tokenizer("qwen")
-    _info = TokenizerInfo.from_hf(_tokenizer, vocab_size=QWEN_LOGITS_WIDTH)
-    token_trie(_info)
+    if _info is None:
+        _tokenizer = load_offline_tokenizer("qwen")
+        _info = TokenizerInfo.from_hf(_tokenizer, vocab_size=QWEN_LOGITS_WIDTH)
+        token_trie(_info)
+    for engine in engines:
+        if engine not in _engines:
+            _engines[engine] = _adapters()[engine](_tokenizer, _info)
+
+
+def _adapters() -> dict[str, Any]:
+    """`engines.py`'s adapter classes (that script sits beside this one)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    try:
+        import engines
+    finally:
+        sys.path.pop(0)
+    return dict(engines.ENGINE_CLASSES)
+
+
+def available(engine: str) -> bool:
+    """True if a competing engine's package is installed."""
+    return importlib.util.find_spec(engine) is not None
 
 
 def run(
@@ -267,22 +411,49 @@ def run(
     only: list[str] | None = None,
     progress: bool = False,
     every: int = 1,
+    competitors: tuple[str, ...] = (),
 ) -> dict[str, Any]:
-    """Every schema of `corpus` (or `only` these, or every `every`-th one); the summary with
-    per-schema rows."""
-    if _info is None:
-        load_tokenizer()
+    """Every schema of `corpus` (or `only` these, or every `every`-th one); kor's summary
+    with per-schema rows, and under "competitors" the same for each competing engine."""
+    load_tokenizer(competitors)
     pool = Pool(corpus)
-    rows = []
+    rows: dict[str, list[dict[str, Any]]] = {e: [] for e in ("kor", *competitors)}
     try:
         for name in only or names(corpus)[::every]:
-            rows.append(pool.run(name, timeout, walk_timeout))
-            if progress:
-                row = rows[-1]
-                print(f"{name}: {row['status']} {row.get('reason', '')}", file=sys.stderr)
+            for engine, done in rows.items():
+                done.append(pool.run(name, timeout, walk_timeout, engine))
+                if progress:
+                    row = done[-1]
+                    print(f"{name} [{engine}]: {row['status']} {row.get('reason', '')}",
+                          file=sys.stderr)  # fmt: skip
     finally:
         pool.close()
-    return {**summarize(rows), "rows": rows}
+    result = {**summarize(rows["kor"]), "rows": rows["kor"]}
+    if competitors:
+        result["competitors"] = {
+            e: {**summarize(rows[e]), "ratios": ratios(rows["kor"], rows[e]), "rows": rows[e]}
+            for e in competitors
+        }
+    return result
+
+
+def ratios(kor: list[dict[str, Any]], other: list[dict[str, Any]]) -> dict[str, Any]:
+    """Time to first mask, kor / other, over the schemas both compiled."""
+    theirs = {r["name"]: r for r in other if r["status"] == "compiled"}
+    both = [(r, theirs[r["name"]]) for r in kor if r["status"] == "compiled" and r["name"] in theirs]
+    if not both:
+        return {"both_compiled": 0}
+    ours, them = percentiles([a["first_mask_s"] for a, _ in both]), percentiles(
+        [b["first_mask_s"] for _, b in both]
+    )
+    return {
+        "both_compiled": len(both),
+        "first_mask_s_kor": ours,
+        "first_mask_s_other": them,
+        "first_mask_kor_over_other": {
+            q: round(ours[q] / them[q], 2) if them[q] else None for q in ours
+        },
+    }
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -296,20 +467,42 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--every", type=int, default=1,
                         help="every N-th schema in name order (a sample), default all")  # fmt: skip
     parser.add_argument("--progress", action="store_true", help="one line per schema (stderr)")
+    parser.add_argument("--engines", default=",".join(COMPETITORS),
+                        help="competing engines to run beside kor, comma-separated (those "
+                        "installed of llguidance,xgrammar by default; '' for none)")  # fmt: skip
     args = parser.parse_args(argv)
+    competitors = tuple(e for e in args.engines.split(",") if e)
+    for engine in competitors:
+        if engine not in COMPETITORS:
+            parser.error(f"unknown engine {engine!r} (choose from {', '.join(COMPETITORS)})")
+    skipped = [e for e in competitors if not available(e)]
+    if skipped:
+        print(f"not installed, left out: {', '.join(skipped)}", file=sys.stderr)
+    competitors = tuple(e for e in competitors if e not in skipped)
     if not (args.corpus / "schemas").is_dir():
         parser.error(f"no SchemaStore corpus at {args.corpus}")
     start = time.perf_counter()
-    result = run(args.corpus, args.timeout, args.walk_timeout, args.only, args.progress, args.every)
+    result = run(
+        args.corpus, args.timeout, args.walk_timeout, args.only, args.progress, args.every,
+        competitors,
+    )  # fmt: skip
     result["sample"] = f"every {args.every}th schema" if args.every > 1 else "all"
     result["seconds"] = round(time.perf_counter() - start, 1)
     result["machine"] = f"{platform.machine()}, {mp.cpu_count()} CPUs (shared; times indicative)"
     result["timeout_s"] = args.timeout
+    result["versions"] = {e: importlib.metadata.version(e) for e in competitors}
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(result, indent=1, ensure_ascii=False) + "\n")
+    print(json.dumps(_shown(result), indent=2, ensure_ascii=False))
+
+
+def _shown(result: dict[str, Any]) -> dict[str, Any]:
+    """The summary without per-schema rows and case lists."""
     shown = {k: v for k, v in result.items() if k != "rows" and not k.endswith("_cases")}
-    print(json.dumps(shown, indent=2, ensure_ascii=False))
+    if "competitors" in shown:
+        shown["competitors"] = {e: _shown(r) for e, r in shown["competitors"].items()}
+    return shown
 
 
 if __name__ == "__main__":

@@ -41,3 +41,26 @@ def test_schemastore_no_false_accepts() -> None:
     assert result["timeouts"] == 0, result["timeout_schemas"]
     assert result["mask_dfa_disagreements"] == 0
     assert result["compiled"] >= result["schemas"] // 2  # refusing everything is "safe" too
+
+
+def test_format_class_drops_only_the_keyword() -> None:
+    bench = _runner()
+    schema = {"properties": {"format": {"type": "string", "format": "date"}}, "format": "uri"}
+    assert bench._no_formats(schema) == {"properties": {"format": {"type": "string"}}}
+
+
+def test_ratios_only_over_schemas_both_compiled() -> None:
+    bench = _runner()
+    kor = [
+        {"name": "a", "status": "compiled", "first_mask_s": 2.0},
+        {"name": "b", "status": "compiled", "first_mask_s": 9.0},
+        {"name": "c", "status": "refused"},
+    ]
+    other = [
+        {"name": "a", "status": "compiled", "first_mask_s": 1.0},
+        {"name": "b", "status": "refused"},
+        {"name": "c", "status": "compiled", "first_mask_s": 5.0},
+    ]
+    found = bench.ratios(kor, other)
+    assert found["both_compiled"] == 1
+    assert found["first_mask_kor_over_other"]["p50"] == 2.0
