@@ -40,6 +40,9 @@ Per engine × schema × tokenizer:
 
     python benchmarks/engines.py [--tokenizers qwen ...] [--walks 6] [--repeats 5]
 
+Recursive schemas (a tree, JSON-RPC-like nested params) on our pushdown matcher, with these
+same engine adapters in one run: `benchmarks/engines_recursive.py`.
+
 Writes `--out` (default benchmarks/out/engines.json, untracked) and a .png next to it, prints
 markdown tables. Without the `bench` extra (pip install -e '.[bench]') it runs kor-cli alone,
 with a note saying which engines are missing.
