@@ -425,6 +425,19 @@ def test_pattern_properties() -> None:
     assert not accepts(closed, {"idn": "x"})  # "idn" also matches "n$"
 
 
+def test_many_pattern_properties_split_only_where_keys_exist() -> None:
+    kinds = ["integer", "string", "boolean", "null", "array", "object", "integer", "string"]
+    patterns = {f"^{letter}": {"type": kind} for letter, kind in zip("abcdefgh", kinds)}
+    schema = {"type": "object", "patternProperties": {**patterns, "z$": {"type": "integer"}}}
+    assert accepts(schema, {"a1": 1, "b": "x", "c": True, "d": None, "g": 2, "h": "y"})
+    assert accepts(schema, {"e": [], "f": {}, "q": "free"})
+    assert accepts(schema, {"az": 1}) and not accepts(schema, {"bz": "x"})  # both apply
+    assert not accepts(schema, {"a": "x"}) and not accepts(schema, {"zz": "x"})
+    many = {"type": "object", "patternProperties": {f"^{i:02}": {} for i in range(17)}}
+    with pytest.raises(GrammarError, match="more than 16 patterns"):
+        compile_json_schema(many)
+
+
 def test_unique_items_over_few_values() -> None:
     schema = {"type": "array", "items": {"enum": ["a", "b", 1, 12]}, "uniqueItems": True}
     for whitespace in ("compact", "spaced"):

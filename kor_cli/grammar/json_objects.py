@@ -15,7 +15,18 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING
 
-from kor_cli.grammar.ast import NOTHING, Node, alt, difference, intersect, join, literal, seq
+from kor_cli.grammar.ast import (
+    NOTHING,
+    Automaton,
+    Node,
+    alt,
+    difference,
+    intersect,
+    join,
+    literal,
+    seq,
+)
+from kor_cli.grammar.fsm import compile_ast
 from kor_cli.grammar.json_containers import any_object
 from kor_cli.grammar.json_keywords import Facts, ObjectPart, Part
 from kor_cli.grammar.json_location import Location
@@ -24,7 +35,8 @@ if TYPE_CHECKING:
     from kor_cli.grammar.json_schema import SchemaCompiler
 
 OPEN_BRACE, CLOSE_BRACE = literal("{"), literal("}")
-MAX_PATTERNS = 4  # extras are split into 2**n cases by which patterns they match
+MAX_PATTERNS = 16  # extras are split into cases by which patterns they match ...
+MAX_CASES = 64  # ... keeping only cases whose keys exist (disjoint patterns: n + 1 cases)
 
 
 def obj(c: SchemaCompiler, facts: Facts, loc: Location, pos: bool) -> Node:
@@ -93,7 +105,8 @@ class _Shape:
         self.closers = [o for o in objs if o.additional is False]
         self.patterns = [(o, p, sub) for o in objs for p, sub in o.patterns.items()]
         if len(self.patterns) > MAX_PATTERNS:
-            c.fail("patternProperties", self.patterns[0][2].pointer, "too many patterns")
+            message = f"more than {MAX_PATTERNS} patterns apply to one object"
+            c.fail("patternProperties", self.patterns[0][2].pointer, message)
             self.patterns = self.patterns[:MAX_PATTERNS]
         opened = any(isinstance(o.additional, Part) for o in objs)
         declares = any((o.props or o.required) and o.declares for o in objs)
@@ -121,23 +134,42 @@ class _Shape:
 
     def extras(self, others: Node) -> list[tuple[Node, list[Part]]]:
         """(key, value schemas) for members beyond the named ones, one case per set of
-        patterns the key matches."""
+        patterns the key matches (sets that no key matches are dropped as they appear)."""
         out = []
-        for mask in range(1 << len(self.patterns)):
+        for key, mask in self._key_cases(others):
             chosen = [t for i, t in enumerate(self.patterns) if mask >> i & 1]
             unmatched = [o for o in self.objs if not any(t[0] is o for t in chosen)]
             if (not chosen and not self.open) or any(o.additional is False for o in unmatched):
                 continue
-            key = others
-            for i, (o, pattern, _) in enumerate(self.patterns):
-                if mask >> i & 1:
-                    key = intersect(key, self.c.key_pattern(pattern, True, o.pointer))
-                else:
-                    key = difference(key, self.c.key_pattern(pattern, False, o.pointer))
             parts = [sub for _, _, sub in chosen]
             parts += [o.additional for o in unmatched if isinstance(o.additional, Part)]
             out.append((key, parts))
         return out
+
+    def _key_cases(self, others: Node) -> list[tuple[Node, int]]:
+        """(keys, bit set of the patterns they certainly match), the keys certainly
+        matching none of the others; only non-empty key languages."""
+        cases: list[tuple[Node, int]] = [(others, 0)]
+        if not self.patterns:
+            return cases
+        for i, (o, pattern, sub) in enumerate(self.patterns):
+            strict = self.c.key_pattern(pattern, True, o.pointer)
+            loose = self.c.key_pattern(pattern, False, o.pointer)
+            split = [(intersect(key, strict), mask | 1 << i) for key, mask in cases]
+            split += [(difference(key, loose), mask) for key, mask in cases]
+            cases = [(key, mask) for key, mask in map(self._settled, split) if key is not NOTHING]
+            if len(cases) > MAX_CASES:
+                self.c.fail(
+                    "patternProperties", sub.pointer, f"patterns overlap in too many ways "
+                    f"(more than {MAX_CASES} combinations)"
+                )  # fmt: skip
+                return cases[:MAX_CASES]
+        return cases
+
+    def _settled(self, case: tuple[Node, int]) -> tuple[Node, int]:
+        """`case` with its keys compiled (NOTHING if there are none)."""
+        dfa = compile_ast(case[0], self.c.max_states)
+        return (NOTHING if dfa.is_empty() else Automaton(dfa)), case[1]
 
     def _matched(self, o: ObjectPart, name: str) -> bool:
         """`name` certainly matches one of `o`'s patterns (in every regex flavour)."""
