@@ -71,6 +71,7 @@ def child(tokenizer_name: str) -> dict[str, Any]:
         rows.append(
             {
                 "schema": name,
+                "engine": type(compiled.engine).__name__,  # TokenIndex (DFA) | PushdownGrammar
                 "dfa_states": grammar.dfa.num_states,
                 "grammar_ms": round(grammar_s * 1e3, 3),
                 "compile_grammar_ms": round((compiled_s - grammar_s) * 1e3, 3),
@@ -113,6 +114,7 @@ def main() -> None:
         summary.append(
             {
                 "schema": one["schema"],
+                "engine": one["engine"],
                 "dfa_states": one["dfa_states"],
                 "first_run_ms": one["time_to_first_mask_ms"],
                 "second_run_median_ms": round(statistics.median(times), 3),

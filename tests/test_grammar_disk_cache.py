@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
 from kor_cli.grammar import disk_cache
 from kor_cli.grammar.index import save_cached_indexes
 from kor_cli.grammar.surface import (
@@ -145,3 +146,63 @@ print(json.dumps([len(compile_module._cache), compiled.engine.built_states, bitm
     expected[:] = 0
     expected[0, ord(" ") // 32] = 1 << (ord(" ") % 32)  # the envelope starts with " <json>"
     assert runs[0][2] == expected.tolist()
+
+
+def attributes(obj: object) -> dict[str, object]:
+    """Every attribute of a table object, nested ones flattened, arrays as (dtype, list)."""
+    out: dict[str, object] = {}
+    for name, value in vars(obj).items():
+        if isinstance(value, np.ndarray):
+            out[name] = (value.dtype.str, value.shape, value.tolist())
+        elif hasattr(value, "__dict__"):
+            out |= {f"{name}.{k}": v for k, v in attributes(value).items()}
+        else:
+            out[name] = value
+    return out
+
+
+def test_tokenizer_tables_round_trip(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from kor_cli.grammar import table_cache
+    from kor_cli.grammar.string_body import BodyTokens
+    from kor_cli.grammar.trie import TokenTrie
+
+    monkeypatch.setenv("KOR_CLI_CACHE", str(tmp_path))
+    tokens = [b'"', b'"a', b"ab", b"\xc3\xa9", b"\\n", b"a\\", b"{", None, b'"}', b"\xc3"]
+    built: list[int] = []
+
+    def build() -> tuple[object, ...]:
+        built.append(1)
+        return TokenTrie(tokens, exclude=[7]), BodyTokens(tokens, exclude=[7])
+
+    classes = (TokenTrie, BodyTokens)
+    first = table_cache.load_or_build("fp", build, classes)
+    second = table_cache.load_or_build("fp", build, classes)
+    assert len(built) == 1 and len(list(tmp_path.iterdir())) == 1
+    for fresh, loaded in zip(first, second, strict=True):
+        assert type(loaded) is type(fresh) and attributes(loaded) == attributes(fresh)
+    table_cache.load_or_build("other", build, classes)
+    assert len(built) == 2
+    for path in tmp_path.iterdir():
+        path.write_bytes(path.read_bytes()[:-3])  # truncated: rebuilt, not trusted
+    table_cache.load_or_build("fp", build, classes)
+    assert len(built) == 3
+
+
+def test_masks_from_cached_tables_equal_fresh_ones(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from grammar_helpers import brute_allowed, person_dfa, reachable
+
+    from kor_cli.grammar import index as index_module
+
+    monkeypatch.setenv("KOR_CLI_CACHE", str(tmp_path))
+    vocab = [bytes([b]) for b in range(32, 127)] + [b'{"', b'": "', b"na", b"me", b"\xc3\xa9"]
+    info = TokenizerInfo([*vocab, None], stop_ids=[len(vocab)])
+    dfa = person_dfa()
+    for _ in range(2):  # built and written, then read back (the in-memory copy dropped)
+        monkeypatch.setattr(index_module, "_SHARED", {})
+        index = index_module.TokenIndex(dfa, info)
+        for state in reachable(dfa):
+            expected = brute_allowed(dfa, info.token_bytes, info.stop_ids, state)
+            assert np.array_equal(index.allowed(state), expected), state
+    assert any(p.name.startswith("tables-") for p in tmp_path.iterdir())

@@ -137,10 +137,9 @@ def test_grammar_cache_figures_are_in_its_results_file() -> None:
     data = json.loads((RESULTS / "grammar_cache_qwen.json").read_text())
     found = numbers(data["summary"])
     figures = re.findall(r"(\d+\.\d+) ms", bullet) + re.findall(r"(\d+\.\d+)–", bullet)
-    assert len(figures) >= 5
+    assert len(figures) >= 7
     for figure in figures:
         assert quoted(figure, found), figure
-    assert max(row["second_run_median_ms"] for row in data["summary"]) <= 5.0
 
 
 def test_recursive_engine_table_is_in_its_results_file() -> None:

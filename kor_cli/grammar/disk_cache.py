@@ -83,11 +83,12 @@ _MAGIC = b"KORARR1\n"
 
 
 def read_arrays(path: Path) -> dict[str, np.ndarray] | None:
-    """Named arrays from a cache file (read-only views of its bytes); None when missing,
+    """Named arrays from a cache file (views of one copy of its bytes); None when missing,
     unreadable or corrupt."""
-    data = read_blob(path)
-    if data is None or not data.startswith(_MAGIC):
+    raw = read_blob(path)
+    if raw is None or not raw.startswith(_MAGIC):
         return None
+    data = bytearray(raw)  # writable arrays, like freshly built ones
     try:
         size = int.from_bytes(data[len(_MAGIC) : len(_MAGIC) + 8], "little")
         start = len(_MAGIC) + 8

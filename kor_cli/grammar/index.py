@@ -33,6 +33,7 @@ import numpy as np
 
 from kor_cli.grammar.disk_cache import blob_key, blob_path, read_arrays, write_arrays
 from kor_cli.grammar.string_body import BodyChains, BodyTokens
+from kor_cli.grammar.table_cache import load_or_build
 from kor_cli.grammar.trie import TokenTrie
 from kor_cli.grammar.vocab import TokenizerInfo
 
@@ -56,16 +57,19 @@ _SHARED: dict[str, _Shared] = {}
 
 
 def _shared(info: TokenizerInfo) -> _Shared:
-    """The trie and string-body tables of `info`, built once (the latest few are kept)."""
+    """The trie and string-body tables of `info`, built once (the latest few are kept in
+    memory; all on the disk cache, `table_cache`)."""
     shared = _SHARED.get(info.fingerprint)
     if shared is None:
         tokens, stops = info.token_bytes, info.stop_ids
-        quoted = [t[1:] if t and t[0] == _QUOTE else None for t in tokens]
-        shared = _Shared(
-            TokenTrie(tokens, exclude=stops),
-            BodyTokens(tokens, exclude=stops),
-            BodyTokens(quoted, exclude=stops),
-        )
+
+        def build() -> tuple[TokenTrie, BodyTokens, BodyTokens]:
+            quoted = [t[1:] if t and t[0] == _QUOTE else None for t in tokens]
+            body = BodyTokens(tokens, exclude=stops), BodyTokens(quoted, exclude=stops)
+            return TokenTrie(tokens, exclude=stops), *body
+
+        classes = (TokenTrie, BodyTokens, BodyTokens)
+        shared = _Shared(*load_or_build(info.fingerprint, build, classes))
         if len(_SHARED) >= _MAX_TOKENIZERS:
             _SHARED.pop(next(iter(_SHARED)))
         _SHARED[info.fingerprint] = shared
