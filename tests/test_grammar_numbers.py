@@ -52,6 +52,8 @@ def spellings(value: Decimal) -> list[str]:
         power = exponent + len(digits) - 1
         minus = "-" if sign else ""
         out += [f"{minus}{mantissa}e{power:+03d}", f"{minus}{mantissa}E{power}"]
+        if power == 0:  # a zero exponent written negative
+            out += [f"{minus}{mantissa}e-0", f"{minus}{mantissa}E-00"]
     return list(dict.fromkeys(out))
 
 
@@ -155,6 +157,8 @@ def test_number_spellings() -> None:
     assert bounded.accepts(b"9.50") and bounded.accepts(b"1e-05") and bounded.accepts(b"1e1")
     assert not bounded.accepts(b"10.01") and bounded.accepts(b"10.000")
     assert not bounded.accepts(b"1.01e1") and not bounded.accepts(b"2e+01")
+    assert bounded.accepts(b"9.5e-0") and bounded.accepts(b"1E-00") and bounded.accepts(b"1e-01")
+    assert not compile_json_schema({"maximum": 5}).dfa.accepts(b"5.5e-0")
     stepped = compile_json_schema({"type": "number", "multipleOf": 0.5}).dfa
     assert stepped.accepts(b"2.50") and not stepped.accepts(b"2.5e0")  # only exponents refused
 

@@ -277,10 +277,13 @@ _ZEROS = repeat(literal("0"), 0, None)
 
 
 def _exponents(lo: int | None, hi: int | None) -> Node:
-    """Exponent texts (after `e`) of the integers lo..hi: `+` optional, leading zeros."""
+    """Exponent texts (after `e`) of the integers lo..hi: `+` optional, leading zeros,
+    zero also as `-0`."""
     parts = []
     if hi is None or hi >= 0:
         parts.append(seq(opt(literal("+")), _ZEROS, uint_range(max(lo or 0, 0), hi)))
+        if lo is None or lo <= 0:
+            parts.append(seq(MINUS, ZEROS))
     if lo is None or lo < 0:
         top = None if lo is None else -lo
         parts.append(seq(MINUS, _ZEROS, uint_range(1 if hi is None or hi >= 0 else -hi, top)))
