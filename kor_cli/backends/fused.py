@@ -32,10 +32,17 @@ class Fused:
 
 @dataclass
 class FusedLayer:
-    """A decoder layer's fused q/k/v and gate/up projections."""
+    """A decoder layer's fused q/k/v and gate/up projections, and its output projections
+    and activation as plain functions (no module calls)."""
 
     qkv: Fused
     gate_up: Fused
+    o_proj: Fused
+    down: Fused
+    act: Any
+
+    def attention_out(self, hidden: torch.Tensor) -> torch.Tensor:
+        return F.linear(hidden, self.o_proj.weight, self.o_proj.bias)
 
 
 def fuse(linears: list[Any]) -> Fused | None:
@@ -71,11 +78,21 @@ def fuse_layer(layer: Any) -> FusedLayer | None:
         return None
     if not all(hasattr(mlp, n) for n in ("gate_proj", "up_proj", "down_proj", "act_fn")):
         return None
-    if not all(type(m) is torch.nn.Linear for m in (mlp.gate_proj, mlp.up_proj)):
+    plain = (mlp.gate_proj, mlp.up_proj, mlp.down_proj, getattr(attn, "o_proj", None))
+    if not all(type(m) is torch.nn.Linear for m in plain):
         return None
     qkv = fuse([attn.q_proj, attn.k_proj, attn.v_proj])
     gate_up = fuse([mlp.gate_proj, mlp.up_proj]) if qkv is not None else None
-    return FusedLayer(qkv, gate_up) if qkv is not None and gate_up is not None else None
+    if qkv is None or gate_up is None:
+        return None
+    silu = isinstance(mlp.act_fn, torch.nn.SiLU) or type(mlp.act_fn).__name__ == "SiLUActivation"
+    act = F.silu if silu else mlp.act_fn
+    return FusedLayer(qkv, gate_up, _plain(attn.o_proj), _plain(mlp.down_proj), act)
+
+
+def _plain(linear: Any) -> Fused:
+    """A linear module's own weight and bias (no copy) as a one-part `Fused`."""
+    return Fused(linear.weight, linear.bias, [linear.out_features])
 
 
 def mlp(module: Any, fused: FusedLayer | None, hidden: torch.Tensor) -> torch.Tensor:
@@ -83,7 +100,7 @@ def mlp(module: Any, fused: FusedLayer | None, hidden: torch.Tensor) -> torch.Te
     if fused is None:
         return module(hidden)  # type: ignore[no-any-return]
     gate, up = fused.gate_up(hidden)
-    return module.down_proj(module.act_fn(gate) * up)  # type: ignore[no-any-return]
+    return F.linear(fused.act(gate) * up, fused.down.weight, fused.down.bias)
 
 
 def rms_norm(norm: Any, hidden: torch.Tensor) -> torch.Tensor:

@@ -180,7 +180,8 @@ class StaticCacheModel:
                 scale=self.scaling,
                 enable_gqa=True,
             )
-            return attn.o_proj(out.transpose(1, 2).reshape(1, 1, -1))
+            out = out.transpose(1, 2).reshape(1, 1, -1)
+            return attn.o_proj(out) if fused is None else fused.attention_out(out)
 
         hidden = self._layers(self.inner.embed_tokens(token), attend)
         self.lengths[row] += 1
@@ -207,6 +208,12 @@ class StaticCacheModel:
         """Query and key [B, heads, T, D] (normed, rotated) and value [B, T, heads, D]."""
         batch, width, _ = hidden.shape
         shape = (batch, width, -1, self.head_dim)
+        if fused is not None and not self.qk_norm:  # q and k rotated together
+            qkv = F.linear(hidden, fused.qkv.weight, fused.qkv.bias).view(shape)
+            heads = fused.qkv.sizes[0] // self.head_dim
+            keys = heads + fused.qkv.sizes[1] // self.head_dim
+            rotated = _rope(qkv[:, :, :keys].transpose(1, 2), cos, sin)
+            return rotated[:, :heads], rotated[:, heads:], qkv[:, :, keys:]
         if fused is not None:
             query, key, value = (part.view(shape) for part in fused.qkv(hidden))
         else:
