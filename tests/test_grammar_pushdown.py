@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import json
 from pathlib import Path
+from unittest import mock
 
 import numpy as np
 import pytest
@@ -17,11 +18,12 @@ from kor_cli.errors import GrammarError
 from kor_cli.grammar.ast import Node, alt, literal, opt, repeat, seq
 from kor_cli.grammar.compile import GrammarOptions, compile_json_schema
 from kor_cli.grammar.fsm import compile_ast
-from kor_cli.grammar.index import TokenIndex
+from kor_cli.grammar.index import TokenIndex, save_cached_indexes
 from kor_cli.grammar.matcher import GrammarMatcher as DfaMatcher
 from kor_cli.grammar.pushdown import PushdownGrammar, PushdownMatcher, pushdown_grammar
 from kor_cli.grammar.regex import fullmatch
 from kor_cli.grammar.rules import RuleSet, call
+from kor_cli.grammar.trie import TokenTrie
 from kor_cli.grammar.vocab import TokenizerInfo
 from kor_cli.testing import TOKENIZER_NAMES, load_offline_tokenizer
 
@@ -311,3 +313,25 @@ def test_split_schemastore_schemas_give_the_masks_of_their_dfa(name: str, tokeni
                 break
             assert ours.accept_token(token)
     assert checked > 20
+
+
+def test_rule_masks_come_back_from_the_disk_cache(tmp_path: Path) -> None:
+    rules = rules_of(TREE)
+    texts = sample_texts(rules, 3, seed=5)
+
+    def masks_along(grammar: PushdownGrammar) -> list[np.ndarray]:
+        out = []
+        for text in texts:
+            matcher = PushdownMatcher(grammar)
+            for at in range(len(text)):
+                out.append(matcher.packed_mask().copy())
+                assert matcher.accept_bytes(text[at : at + 1])
+        return out
+
+    grammar = PushdownGrammar(rules, TOY, tmp_path)
+    first = masks_along(grammar)
+    save_cached_indexes()  # what happens at exit
+    assert list(tmp_path.glob("index-*"))
+    with mock.patch.object(TokenTrie, "walk", side_effect=AssertionError("not from the cache")):
+        second = masks_along(PushdownGrammar(rules_of(TREE), TOY, tmp_path))
+    assert all(np.array_equal(a, b) for a, b in zip(first, second, strict=True))

@@ -34,7 +34,9 @@ masks are exactly `TokenIndex`'s.
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -64,16 +66,20 @@ class FrameMask:
 
 
 class _TableDFA:
-    """A `ByteDFA`-shaped view of a table (what `TokenIndex` reads)."""
+    """A `ByteDFA`-shaped view of a table (what `TokenIndex` reads); its fingerprint hashes
+    the table itself (it keys `TokenIndex`'s disk cache)."""
 
-    def __init__(self, transitions: np.ndarray, accepting: np.ndarray, start: int, key: str):
+    def __init__(self, transitions: np.ndarray, accepting: np.ndarray, start: int, kind: str):
         self.transitions = transitions
         self.accepting = accepting
         self.start = start
-        self._key = key
+        self._kind = kind
 
     def fingerprint(self) -> str:
-        return self._key
+        digest = hashlib.sha256(f"kor-rule-table-v1 {self._kind} {self.start}".encode())
+        digest.update(np.ascontiguousarray(self.accepting, dtype=np.uint8).tobytes())
+        digest.update(np.ascontiguousarray(self.transitions, dtype="<i4").tobytes())
+        return digest.hexdigest()
 
 
 @dataclass
@@ -86,9 +92,14 @@ class _RuleIndexes:
 class FrameMasks:
     """Frame masks of every (rule, state) over one tokenizer, built on first request."""
 
-    def __init__(self, stacks: Stacks, info: TokenizerInfo) -> None:
+    def __init__(
+        self, stacks: Stacks, info: TokenizerInfo, cache_dir: Path | str | None = None
+    ) -> None:
+        """`cache_dir`: where the rules' `TokenIndex`es keep their masks on disk (None:
+        nowhere), so a second run of a grammar starts from the masks the first one built."""
         self.stacks = stacks
         self.info = info
+        self.cache_dir = cache_dir
         self.words = (info.vocab_size + 31) // 32
         self._indexes: dict[int, _RuleIndexes] = {}
         self._masks: dict[tuple[int, int], FrameMask] = {}
@@ -176,11 +187,11 @@ class FrameMasks:
         has_call[list(table.calls)] = True
         accepting = np.asarray(table.accepting, dtype=bool)
         live = accepting | has_call
-        key = f"rule {rule_id}"  # TokenIndex reads it only for a disk cache (none here)
-        by_bytes = TokenIndex(_TableDFA(table.table, live, max(table.start, 1), key), self.info)
+        start, root = max(table.start, 1), self.cache_dir
+        by_bytes = TokenIndex(_TableDFA(table.table, live, start, "bytes"), self.info, root)
         crossing = None
         if self._calls:
-            crossing = TokenIndex(_crossing_dfa(table.table, live, key), self.info)
+            crossing = TokenIndex(_crossing_dfa(table.table, live), self.info, root)
         found = self._indexes[rule_id] = _RuleIndexes(by_bytes, crossing, size)
         return found
 
@@ -190,7 +201,7 @@ class FrameMasks:
         return len(self._masks)
 
 
-def _crossing_dfa(table: np.ndarray, crossing: np.ndarray, key: str) -> Any:
+def _crossing_dfa(table: np.ndarray, crossing: np.ndarray) -> Any:
     """States 0..n-1: the rule's, except that the `crossing` ones (a call, accepting) send
     every byte to X = 2n; states n..2n-1: copies reading their first byte by byte edges only.
     Crossing states and X count as accepting (live)."""
@@ -206,7 +217,7 @@ def _crossing_dfa(table: np.ndarray, crossing: np.ndarray, key: str) -> Any:
     accepting[size : 2 * size] = crossing
     accepting[cross] = True
     accepting[0] = accepting[size] = False
-    return _TableDFA(out, accepting, size + 1 if size > 1 else cross, f"{key} crossing")
+    return _TableDFA(out, accepting, size + 1 if size > 1 else cross, "crossing")
 
 
 def _by_bytes(table: RuleTable, state: int, data: bytes) -> tuple[int, int] | None:

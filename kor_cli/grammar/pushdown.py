@@ -20,6 +20,7 @@ of the stack below (the stop ids below the root frame). Masks are cached by conf
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -36,12 +37,15 @@ _MAX_CACHED = 2048  # masks kept per cache (first in, first out): ~40 MB each at
 class PushdownGrammar:
     """A `RuleSet` over one tokenizer: shared stacks, frame masks and mask caches."""
 
-    def __init__(self, rules: RuleSet, info: TokenizerInfo) -> None:
+    def __init__(
+        self, rules: RuleSet, info: TokenizerInfo, cache_dir: Path | str | None = None
+    ) -> None:
+        """`cache_dir`: the disk cache of the rules' token indexes (None: none)."""
         self.rules = rules
         self.info = info
         self.vocab_size = info.vocab_size
         self.stacks = Stacks(rules)
-        self.frames = FrameMasks(self.stacks, info)
+        self.frames = FrameMasks(self.stacks, info, cache_dir)
         root = self.stacks.start(EMPTY, rules.start)
         self.start: Config = frozenset((root,))
         self.dead = root != EMPTY and not self.stacks.frame(root)[1]

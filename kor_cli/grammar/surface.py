@@ -188,17 +188,17 @@ def compile_grammar(
     """Compile `grammar` against the tokenizer `info` (masks are built lazily, per state,
     on first visit). The one place that picks the engine for a grammar: a grammar with
     calls (recursion, or large values split off into rules) runs on the pushdown matcher
-    (no disk cache yet); any other on its DFA's TokenIndex (faster to first mask than the
-    pushdown matcher on call-free grammars; measured by pda10).
+    (its rules' token indexes use the same disk cache); any other on its DFA's TokenIndex
+    (faster to first mask than the pushdown matcher on call-free grammars; measured by pda10).
 
     With the disk cache (`cache_dir`, default `disk_cache.cache_root()`), the masks built
     so far are read from it, the start state's mask is written at once, and masks built
     later are written at exit: a second run starts from them.
     """
-    if grammar.has_calls:
-        pushdown = PushdownGrammar(grammar.rules, info)
-        return CompiledGrammar(grammar, info, pushdown, lambda: PushdownMatcher(pushdown))
     root = cache_dir if cache_dir is not None else cache_root()
+    if grammar.has_calls:
+        pushdown = PushdownGrammar(grammar.rules, info, root)
+        return CompiledGrammar(grammar, info, pushdown, lambda: PushdownMatcher(pushdown))
     index = TokenIndex(grammar.dfa, info, cache_dir=root)
     if root is not None and index.start:
         index.packed(index.start)
