@@ -57,6 +57,7 @@ from kor_cli.grammar.json_files import sibling_loader
 from kor_cli.grammar.json_location import LocationSpace, reorder
 from kor_cli.grammar.json_refs import Resolver
 from kor_cli.grammar.matcher import GrammarMatcher
+from kor_cli.grammar.pushdown import PushdownGrammar, PushdownMatcher
 from kor_cli.grammar.vocab import TokenizerInfo
 
 REPO = Path(__file__).resolve().parents[1]
@@ -114,10 +115,11 @@ def _tokens(text: str) -> list[int]:
     return ids
 
 
-def _walk(index: TokenIndex, text: str) -> bool:
-    """True if the mask allows every token of `text` and then a stop token."""
+def _walk(make: Any, text: str) -> bool:
+    """True if the mask of a new matcher (`make()`) allows every token of `text` and then
+    a stop token."""
     assert _info is not None
-    matcher = GrammarMatcher(index)
+    matcher = make()
     for token in _tokens(text):
         if not matcher.allowed_mask()[token] or not matcher.accept_token(token):
             return False
@@ -230,12 +232,18 @@ def check(corpus: Path, name: str, conn: Any, timeout: float, engine: str = "kor
     row.update(status="compiled", compile_s=time.perf_counter() - start)
     conn.send(("compiled", row))
     assert _info is not None
-    index = TokenIndex(grammar.dfa, _info)
-    index.allowed(index.start)
+    if grammar.has_calls:  # rules (recursion, large values split off), built when reached
+        pushdown = PushdownGrammar(grammar.rules, _info)
+        make: Any = lambda: PushdownMatcher(pushdown)  # noqa: E731
+    else:
+        index = TokenIndex(grammar.dfa, _info)
+        make = lambda: GrammarMatcher(index)  # noqa: E731
+    make().allowed_mask()
     row["first_mask_s"] = time.perf_counter() - start
     rejected: dict[str, list[str]] = {}
-    walk = lambda text: _walk(index, text)  # noqa: E731
-    row.update(_outcomes(corpus, name, schema, walk, grammar.dfa, rejected))
+    walk = lambda text: _walk(make, text)  # noqa: E731
+    whole = None if grammar.has_calls else grammar.dfa  # the mask-vs-DFA check: call-free only
+    row.update(_outcomes(corpus, name, schema, walk, whole, rejected))
     if rejected:
         row["fr_class"] = classify(schema, options, rejected)
     conn.send(("done", row))
