@@ -353,3 +353,12 @@ def test_large_values_are_rules_built_when_reached(monkeypatch: pytest.MonkeyPat
     whole = compile_json_schema(schema, GrammarOptions(time_limit_s=29.0))  # not cached
     assert not whole.has_calls
     assert grammar.dfa.fingerprint() == whole.dfa.fingerprint()
+
+
+def test_grammar_accepts_walks_the_rules() -> None:
+    grammar = compile_json_schema(TREE)
+    deep = canonical(TREE, nested_tree(30)).encode()
+    assert grammar.accepts(deep) and not grammar.accepts(deep[:-1])
+    assert not grammar.dfa.accepts(deep)  # the DFA view stops at max_recursion_depth
+    flat = compile_json_schema({"type": "integer"})
+    assert flat.accepts(b"12") and not flat.accepts(b"1.5")

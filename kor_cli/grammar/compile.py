@@ -75,7 +75,7 @@ class Grammar:
     `max_recursion_depth` deep (the same language when nothing recurses).
     """
 
-    __slots__ = ("_dfa", "_rules", "_view", "kind", "warnings")
+    __slots__ = ("_dfa", "_rules", "_view", "_bytewise", "kind", "warnings")
 
     def __init__(
         self,
@@ -88,6 +88,7 @@ class Grammar:
         if dfa is None and (rules is None or view is None):
             raise ValueError("a Grammar needs a DFA, or rules and a DFA view of them")
         self._dfa, self._rules, self._view = dfa, rules, view
+        self._bytewise: Any = None  # a byte-level pushdown grammar, for `accepts`
         self.kind, self.warnings = kind, warnings
 
     @property
@@ -107,6 +108,20 @@ class Grammar:
     def has_calls(self) -> bool:
         """True if the grammar has more than one rule (runs on the pushdown matcher)."""
         return self._view is not None
+
+    def accepts(self, data: bytes) -> bool:
+        """Whether the grammar accepts `data` whole (a grammar with calls: walked byte by
+        byte on the pushdown matcher, any depth; the DFA view would bound recursion)."""
+        if not self.has_calls:
+            return self.dfa.accepts(data)
+        from kor_cli.grammar.pushdown import PushdownGrammar, PushdownMatcher
+        from kor_cli.grammar.vocab import TokenizerInfo
+
+        if self._bytewise is None:
+            info = TokenizerInfo([bytes([b]) for b in range(256)], vocab_size=256)
+            self._bytewise = PushdownGrammar(self.rules, info)
+        matcher = PushdownMatcher(self._bytewise)
+        return matcher.accept_bytes(data) and matcher.is_accepting
 
     @property
     def key(self) -> str:
