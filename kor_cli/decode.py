@@ -22,7 +22,6 @@ import numpy as np
 
 from kor_cli.backends import Backend, as_backend
 from kor_cli.backends.head import DEFAULT_SELECTIVE_LIMIT, SelectiveHead
-from kor_cli.grammar.surface import allocate_token_bitmask, apply_token_bitmask_, pack_bool_mask
 
 
 class Constraint(Protocol):
@@ -127,7 +126,8 @@ class _SlotMasks:
     """One packed bitmask row per slot, refilled only when the row's grammar state changes."""
 
     def __init__(self, slots: int, vocab_size: int) -> None:
-        self.bitmask = allocate_token_bitmask(slots, vocab_size)
+        self.slots, self.vocab_size = slots, vocab_size
+        self.bitmask: np.ndarray | None = None  # allocated with the first constrained row
         self.filled: list[tuple[_Row, Hashable] | None] = [None] * slots
 
     def select(self, order: list[int], rows: list[_Row], device: Any) -> np.ndarray | None:
@@ -135,6 +135,10 @@ class _SlotMasks:
         when no row is constrained)."""
         if all(row.constraint is None for row in rows):
             return None
+        from kor_cli.grammar.surface import allocate_token_bitmask, pack_bool_mask
+
+        if self.bitmask is None:  # prompt-only runs never import the grammar engine
+            self.bitmask = allocate_token_bitmask(self.slots, self.vocab_size)
         bitmask = self.bitmask
         for slot, row in zip(order, rows, strict=True):
             constraint = row.constraint
@@ -322,6 +326,8 @@ class Decoder:
             allowed = [row.constraint.allowed_ids(device) for row in rows]  # type: ignore[union-attr]
         logits = self.step.logits(states, allowed)
         if bitmask is not None:
+            from kor_cli.grammar.surface import apply_token_bitmask_
+
             logits = apply_token_bitmask_(logits, bitmask)
         return logits
 

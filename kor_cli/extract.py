@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-from kor_cli.constrain import ConstraintFactory, record_grammar
 from kor_cli.decode import Decoder, DecodeResult, SamplingOptions
 from kor_cli.envelope import DEFAULT_ENVELOPE, Envelope
 from kor_cli.errors import UsageError
@@ -16,6 +15,9 @@ from kor_cli.prompt import render_prompt
 from kor_cli.result import ExtractResult
 from kor_cli.schema import Schema
 from kor_cli.validate import validate_record
+
+if TYPE_CHECKING:
+    from kor_cli.constrain import ConstraintFactory
 
 Mode = Literal["prompt", "constrained"]
 MODES: tuple[str, ...] = ("prompt", "constrained")
@@ -63,7 +65,9 @@ class Extractor:
         self.allow_empty = allows_empty(schema, options)
         self.constraints: ConstraintFactory | None = None
         self.warnings: tuple[str, ...] = ()
-        if options.mode == "constrained":
+        if options.mode == "constrained":  # the grammar engine is imported only for it
+            from kor_cli.constrain import ConstraintFactory, record_grammar
+
             grammar = record_grammar(
                 schema.json_schema(),
                 allow_refusal=options.allow_refusal,
