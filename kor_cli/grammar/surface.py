@@ -38,6 +38,12 @@ The surface adds, for every engine: `allowed_mask()` (bool [V], unpacked from a 
 `allows_token_longer_than(n)` (jump-forward's back-off test), and the bitmask helpers
 `allocate_token_bitmask` / `apply_token_bitmask_` (one vectorised op for the batch).
 Jump-forward tokenization (`ForcedTokenizer`, `jump_forward`) works only through it.
+
+Disk cache (`disk_cache`; `$KOR_CLI_CACHE`, else `~/.cache/kor-cli`): `cached_grammar` /
+`compile_json_schema_cached` keep call-free compiled grammars by source and options,
+`compile_grammar` the DFA engine's masks, `table_cache` each tokenizer's tables. An engine
+caches its own tables the same way: `blob_key(parts...)` (the engine version is in every
+key), then `read_arrays` / `write_arrays` (atomic; a broken file reads as None).
 """
 
 from __future__ import annotations
