@@ -202,12 +202,12 @@ def classify(schema: Any, options: GrammarOptions, rejected: dict[str, list[str]
             break
         try:
             changed = transform(schema) if transform else schema
-            dfa = compile_json_schema(changed, replace(options, **changes)).dfa
+            grammar = compile_json_schema(changed, replace(options, **changes))
+            for case in pending:
+                if any(grammar.accepts(text.encode()) for text in rejected[case]):
+                    found[case] = label
         except GrammarError:
             continue
-        for case in pending:
-            if any(dfa.accepts(text.encode()) for text in rejected[case]):
-                found[case] = label
     return found
 
 
@@ -243,7 +243,12 @@ def check(corpus: Path, name: str, conn: Any, timeout: float, engine: str = "kor
     rejected: dict[str, list[str]] = {}
     walk = lambda text: _walk(make, text)  # noqa: E731
     whole = None if grammar.has_calls else grammar.dfa  # the mask-vs-DFA check: call-free only
-    row.update(_outcomes(corpus, name, schema, walk, whole, rejected))
+    try:
+        row.update(_outcomes(corpus, name, schema, walk, whole, rejected))
+    except GrammarError as error:  # a rule built when first reached went past a limit
+        row.update(status="refused", reason=reason(error) + " (a rule, when reached)")
+        conn.send(("done", {**row, "error": error.message}))
+        return
     if rejected:
         row["fr_class"] = classify(schema, options, rejected)
     conn.send(("done", row))
@@ -306,7 +311,12 @@ class Pool:
                 self.process.join()
                 self._start()
                 return {**row, "status": "timeout" if phase == "compile" else "walk_timeout"}
-            kind, row = self.conn.recv()
+            try:
+                kind, row = self.conn.recv()
+            except EOFError:  # the worker died (a crash in native code, memory): a bug
+                self.process.join()
+                self._start()
+                return {**row, "status": "crashed", "reason": "worker died", "error": phase}
             if kind == "done":
                 return row
         return row
