@@ -308,8 +308,8 @@ class HeadClock:
             return
         if output.is_cuda:
             torch.cuda.synchronize()
-        self.seconds += time.perf_counter() - self._started
         self.cpu_seconds += time.process_time() - self._cpu
+        self.seconds += time.perf_counter() - self._started  # both clock reads inside
 
 
 def summarise(
