@@ -362,3 +362,43 @@ def test_grammar_accepts_walks_the_rules() -> None:
     assert not grammar.dfa.accepts(deep)  # the DFA view stops at max_recursion_depth
     flat = compile_json_schema({"type": "integer"})
     assert flat.accepts(b"12") and not flat.accepts(b"1.5")
+
+
+REF = {"$ref": "#/$defs/n"}
+LEAVES = st.sampled_from(
+    [{"type": "integer", "minimum": 0}, {"type": "string", "maxLength": 3},
+     {"enum": [1, "a", None]}, {"type": "boolean"}, REF, REF]
+)  # fmt: skip
+
+
+def shapes(children: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
+    names = st.sampled_from(["a", "b", "c"])
+    return st.one_of(
+        st.lists(children, min_size=1, max_size=3).map(lambda c: {"type": "array", "items": c[0]}),
+        st.dictionaries(names, children, min_size=1, max_size=3).map(
+            lambda p: {"type": "object", "properties": p, "required": sorted(p)[:1]}
+        ),
+        st.lists(children, min_size=2, max_size=2).map(lambda c: {"anyOf": c}),
+        st.lists(children, min_size=2, max_size=2).map(lambda c: {"oneOf": c}),
+        children.map(lambda c: {"type": "array", "items": c, "maxItems": 2}),
+    )
+
+
+RECURSIVE = st.recursive(LEAVES, shapes, max_leaves=5).map(
+    lambda body: {"$defs": {"n": body}, "$ref": "#/$defs/n"}
+)
+
+
+@given(RECURSIVE, st.randoms(use_true_random=False))
+@settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+def test_random_recursive_schemas_generate_valid_texts(schema: Any, rng: random.Random) -> None:
+    try:
+        grammar = compile_json_schema(schema, GrammarOptions(max_states=20_000))
+    except GrammarError as error:  # nothing finite, a cycle that never descends, too large
+        assert error.keyword == "$ref" or "nothing" in str(error) or "too large" in str(error)
+        return
+    validator = jsonschema.Draft202012Validator(schema)
+    for _ in range(3):
+        data = random_text(grammar.rules, grammar.rules.start, rng, [rng.randrange(10, 200)])
+        assert validator.is_valid(json.loads(data, parse_float=Decimal)), (schema, data)
+        assert matches(grammar, data.decode())

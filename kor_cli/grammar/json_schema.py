@@ -201,9 +201,9 @@ class SchemaCompiler:
             return NOTHING if pos else self.loose()
         if facts.false:
             return NOTHING
-        if facts.pending:
-            return self.distribute(facts, loc, pos)
-        with self._descending(facts.refs):
+        with self._descending(facts.refs):  # branches, negations and types alike
+            if facts.pending:
+                return self.distribute(facts, loc, pos)
             return self.typed(facts, loc, pos)
 
     @contextmanager
@@ -237,7 +237,7 @@ class SchemaCompiler:
     def distribute(self, facts: Facts, loc: Location, pos: bool) -> Node:
         """Resolve the first pending applicator (anyOf, oneOf, not, if) by cases."""
         kind, index, value = facts.pending[0]
-        base = list(facts.parts)
+        base = [replace(p, ref=False) for p in facts.parts]  # their refs are counted already
         holder = base[index]
         tag, cases = value if kind == "cases" else (kind, [])
         base[index] = replace(holder, skip=holder.skip | {tag})
