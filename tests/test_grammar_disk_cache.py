@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -154,6 +155,8 @@ def attributes(obj: object) -> dict[str, object]:
     for name, value in vars(obj).items():
         if isinstance(value, np.ndarray):
             out[name] = (value.dtype.str, value.shape, value.tolist())
+        elif isinstance(value, Sequence) and value and isinstance(value[0], bytes):
+            out[name] = list(value)
         elif hasattr(value, "__dict__"):
             out |= {f"{name}.{k}": v for k, v in attributes(value).items()}
         else:

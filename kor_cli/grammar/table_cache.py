@@ -11,9 +11,9 @@ attributes are of any other kind is not stored (it is rebuilt each process).
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, overload
 
 import numpy as np
 
@@ -27,6 +27,28 @@ _CLASSES: dict[str, type] = {"TokenTrie": TokenTrie, "BodyTokens": BodyTokens}
 _SCRATCH = ("_pool",)  # per-process work buffers: restored empty
 _SOURCE: list[str] = []
 T = TypeVar("T")
+
+
+class PackedBytes(Sequence[bytes]):
+    """A read-only list of byte strings kept as one buffer and their end offsets (a token
+    list restored from the cache without making ~150k bytes objects up front)."""
+
+    def __init__(self, data: bytes, lengths: np.ndarray) -> None:
+        self._data = data
+        self._ends = np.cumsum(lengths, dtype=np.int64)
+        self._starts = self._ends - lengths
+
+    def __len__(self) -> int:
+        return len(self._ends)
+
+    @overload
+    def __getitem__(self, at: int) -> bytes: ...
+    @overload
+    def __getitem__(self, at: slice) -> list[bytes]: ...
+    def __getitem__(self, at: int | slice) -> bytes | list[bytes]:
+        if isinstance(at, slice):
+            return [self[i] for i in range(*at.indices(len(self)))]
+        return self._data[int(self._starts[at]) : int(self._ends[at])]
 
 
 def _source_hash() -> str:
@@ -62,7 +84,7 @@ def _flatten(obj: Any, prefix: str, out: dict[str, np.ndarray]) -> bool:
             kind, out[key] = "int", np.asarray(value, dtype=np.int64)
         elif isinstance(value, list) and all(isinstance(v, int) for v in value):
             kind, out[key] = "ints", np.asarray(value, dtype=np.int64)
-        elif isinstance(value, list) and all(isinstance(v, bytes) for v in value):
+        elif isinstance(value, (list, PackedBytes)) and all(isinstance(v, bytes) for v in value):
             kind = "bytes"
             out[key] = np.frombuffer(b"".join(value), dtype=np.uint8)
             out[key + "#lens"] = np.fromiter(map(len, value), np.int64, count=len(value))
@@ -96,9 +118,7 @@ def _restore(cls: type[T], prefix: str, arrays: dict[str, np.ndarray]) -> T:
         elif kind == "ints":
             value = arrays[key].tolist()
         elif kind == "bytes":
-            data = arrays[key].tobytes()
-            ends = np.cumsum(arrays[key + "#lens"]).tolist()
-            value = [data[a:b] for a, b in zip([0, *ends[:-1]], ends, strict=True)]
+            value = PackedBytes(arrays[key].tobytes(), arrays[key + "#lens"])
         else:
             value = _restore(_CLASSES[kind], key, arrays)
         setattr(obj, name, value)
