@@ -177,7 +177,11 @@ def _outcomes(
 def _no_formats(value: Any) -> Any:
     """`value` without its `format` keywords (string-valued, i.e. not a property named so)."""
     if isinstance(value, dict):
-        return {k: _no_formats(v) for k, v in value.items() if k != "format" or not isinstance(v, str)}
+        return {
+            k: _no_formats(v)
+            for k, v in value.items()
+            if k != "format" or not isinstance(v, str)
+        }
     if isinstance(value, list):
         return [_no_formats(v) for v in value]
     return value
@@ -187,7 +191,11 @@ def _no_formats(value: Any) -> Any:
 # undone (an option, or the schema without `format`) accepts the instance. In this order.
 CLASSES: tuple[tuple[str, dict[str, Any], Any], ...] = (
     ("closed objects (accepted with open_objects)", {"open_objects": True}, None),
-    ("free-form depth (accepted with max_any_depth=5)", {"max_any_depth": 5, "max_states": 400_000}, None),
+    (
+        "free-form depth (accepted with max_any_depth=5)",
+        {"max_any_depth": 5, "max_states": 400_000},
+        None,
+    ),
     ("format enforced (accepted without format)", {}, _no_formats),
 )
 
@@ -458,7 +466,9 @@ def run(
 def ratios(kor: list[dict[str, Any]], other: list[dict[str, Any]]) -> dict[str, Any]:
     """Time to first mask, kor / other, over the schemas both compiled."""
     theirs = {r["name"]: r for r in other if r["status"] == "compiled"}
-    both = [(r, theirs[r["name"]]) for r in kor if r["status"] == "compiled" and r["name"] in theirs]
+    both = [
+        (r, theirs[r["name"]]) for r in kor if r["status"] == "compiled" and r["name"] in theirs
+    ]
     if not both:
         return {"both_compiled": 0}
     ours, them = percentiles([a["first_mask_s"] for a, _ in both]), percentiles(

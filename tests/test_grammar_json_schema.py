@@ -427,7 +427,8 @@ def test_pattern_properties() -> None:
 
 def test_many_pattern_properties_split_only_where_keys_exist() -> None:
     kinds = ["integer", "string", "boolean", "null", "array", "object", "integer", "string"]
-    patterns = {f"^{letter}": {"type": kind} for letter, kind in zip("abcdefgh", kinds)}
+    letters = "abcdefgh"
+    patterns = {f"^{c}": {"type": kind} for c, kind in zip(letters, kinds, strict=True)}
     schema = {"type": "object", "patternProperties": {**patterns, "z$": {"type": "integer"}}}
     assert accepts(schema, {"a1": 1, "b": "x", "c": True, "d": None, "g": 2, "h": "y"})
     assert accepts(schema, {"e": [], "f": {}, "q": "free"})

@@ -8,8 +8,8 @@ Other spellings of the same value (what `json.dumps` and models write): trailing
 zeros (`4.0`, `2.50`, `spellings`) and normalised exponent forms (`1e-05`, `1.5E+20`,
 `SCIENTIFIC`: one non-zero digit, a fraction without trailing zeros, `e`/`E`, a signed
 exponent; `scientific_range` compares them with bounds exactly: exponent first, then the
-mantissa digit by digit). `value_spellings` gives every text of one value that any grammar may accept,
-for the subtractions of `not`/`oneOf`/`if`.
+mantissa digit by digit). `value_spellings` gives every text of one value that any grammar
+may accept, for the subtractions of `not`/`oneOf`/`if`.
 """
 
 from __future__ import annotations
