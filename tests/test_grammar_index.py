@@ -308,5 +308,5 @@ def test_real_masks_of_every_reachable_state(name, tokenizer_info_factory) -> No
             fresh = TokenIndex(dfa, info)  # packed without a bool mask on the way
             bits = np.unpackbits(fresh.packed(state).view(np.uint8), bitorder="little")
             assert np.array_equal(bits[: info.vocab_size].astype(bool), want[state]), state
-        for trie in (index._trie, index._body.rest):
+        for trie in (index._trie, index._shared().body.rest):
             assert not any(buffer.any() for buffer in trie._pool)  # pooled all-zero
