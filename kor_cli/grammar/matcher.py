@@ -9,33 +9,33 @@ an accepting state, the matcher is finished and allows nothing more.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import numpy as np
 
 from kor_cli.grammar.bitmask import write_row
 from kor_cli.grammar.index import FORCED_LIMIT, TokenIndex
 
+State = TypeVar("State")
 
-class GrammarMatcher:
-    """Per-request state over a shared `TokenIndex`."""
 
-    def __init__(self, index: TokenIndex) -> None:
-        if not index.start:
-            raise ValueError("the grammar's start state is dead: it accepts nothing")
-        self.index = index
-        self._history: list[int] = [index.start]
+class HistoryMatcher(Generic[State]):
+    """A request's history of engine states (one per accepted token or byte string), with
+    rollback, reset and the stop flag; an engine says how a state advances. A falsy state
+    is dead: the step is refused and nothing changes."""
+
+    def __init__(self, start: State) -> None:
+        self._history: list[State] = [start]
         self._finished = False
 
-    @property
-    def state(self) -> int:
-        """The current DFA state."""
-        return self._history[-1]
+    def _next_token(self, state: State, token_id: int) -> State:
+        raise NotImplementedError
 
-    @property
-    def is_accepting(self) -> bool:
-        """True when the output so far is a complete match (a stop token is allowed)."""
-        return self.index.is_accepting(self.state)
+    def _walk(self, state: State, data: bytes) -> State:
+        raise NotImplementedError
+
+    def _is_stop(self, token_id: int) -> bool:
+        raise NotImplementedError
 
     @property
     def is_finished(self) -> bool:
@@ -51,11 +51,11 @@ class GrammarMatcher:
         """Advance over `token_id`; False (and no change) if the grammar forbids it."""
         if self._finished:
             return False
-        nxt = self.index.next_state(self.state, token_id)
+        nxt = self._next_token(self._history[-1], token_id)
         if not nxt:
             return False
         self._history.append(nxt)
-        if self.index.is_stop(token_id):
+        if self._is_stop(token_id):
             self._finished = True
         return True
 
@@ -63,11 +63,53 @@ class GrammarMatcher:
         """Advance over raw bytes (jump-forward text); False (and no change) if forbidden."""
         if self._finished:
             return False
-        nxt = self.index.walk_bytes(self.state, data)
+        nxt = self._walk(self._history[-1], data)
         if not nxt:
             return False
         self._history.append(nxt)
         return True
+
+    def rollback(self, n_tokens: int = 1) -> None:
+        """Undo the last `n_tokens` accepted tokens or byte strings (a stop included)."""
+        if not 0 <= n_tokens <= self.steps:
+            raise ValueError(f"cannot roll back {n_tokens} steps; the history holds {self.steps}")
+        if n_tokens:
+            del self._history[-n_tokens:]
+            self._finished = False  # a stop token is always the last step
+
+    def reset(self) -> None:
+        """Back to the start with an empty history."""
+        del self._history[1:]
+        self._finished = False
+
+
+class GrammarMatcher(HistoryMatcher[int]):
+    """Per-request state over a shared `TokenIndex`."""
+
+    def __init__(self, index: TokenIndex) -> None:
+        if not index.start:
+            raise ValueError("the grammar's start state is dead: it accepts nothing")
+        super().__init__(index.start)
+        self.index = index
+
+    def _next_token(self, state: int, token_id: int) -> int:
+        return self.index.next_state(state, token_id)
+
+    def _walk(self, state: int, data: bytes) -> int:
+        return self.index.walk_bytes(state, data)
+
+    def _is_stop(self, token_id: int) -> bool:
+        return self.index.is_stop(token_id)
+
+    @property
+    def state(self) -> int:
+        """The current DFA state."""
+        return self._history[-1]
+
+    @property
+    def is_accepting(self) -> bool:
+        """True when the output so far is a complete match (a stop token is allowed)."""
+        return self.index.is_accepting(self.state)
 
     def is_terminated(self) -> bool:
         """After a stop token, or in an accepting state from which nothing leads on."""
@@ -83,19 +125,6 @@ class GrammarMatcher:
     def fill_next_token_bitmask(self, bitmask: np.ndarray, row: int = 0) -> None:
         """Write the allowed tokens of now into row `row` of an int32 [B, W] numpy bitmask."""
         write_row(bitmask, row, self.index.packed(self._mask_state()))
-
-    def rollback(self, n_tokens: int = 1) -> None:
-        """Undo the last `n_tokens` accepted tokens or byte strings (a stop included)."""
-        if not 0 <= n_tokens <= self.steps:
-            raise ValueError(f"cannot roll back {n_tokens} steps; the history holds {self.steps}")
-        if n_tokens:
-            del self._history[-n_tokens:]
-            self._finished = False  # a stop token is always the last step
-
-    def reset(self) -> None:
-        """Back to the start state with an empty history."""
-        del self._history[1:]
-        self._finished = False
 
     def _mask_state(self) -> int:
         return 0 if self._finished else self.state  # the dead state allows nothing

@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from kor_cli.grammar.frame_masks import FrameMasks
+from kor_cli.grammar.matcher import HistoryMatcher
 from kor_cli.grammar.rules import RuleSet
 from kor_cli.grammar.stacks import EMPTY, Config, Stacks
 from kor_cli.grammar.vocab import TokenizerInfo
@@ -145,15 +146,23 @@ class PushdownGrammar:
         return bytes(out)
 
 
-class PushdownMatcher:
+class PushdownMatcher(HistoryMatcher[Config]):
     """One request's position in a `PushdownGrammar`, advanced token by token."""
 
     def __init__(self, grammar: PushdownGrammar) -> None:
         if grammar.dead:
             raise ValueError("the grammar's start state is dead: it accepts nothing")
+        super().__init__(grammar.start)
         self.grammar = grammar
-        self._history: list[Config] = [grammar.start]
-        self._finished = False
+
+    def _next_token(self, state: Config, token_id: int) -> Config:
+        return self.grammar.next_config(state, token_id)
+
+    def _walk(self, state: Config, data: bytes) -> Config:
+        return self.grammar.stacks.walk(state, data)
+
+    def _is_stop(self, token_id: int) -> bool:
+        return self.grammar.is_stop(token_id)
 
     @property
     def config(self) -> Config:
@@ -172,53 +181,9 @@ class PushdownMatcher:
         stacks = self.grammar.stacks
         return stacks.accepting(self.config) and not stacks.next_bytes(self.config)
 
-    @property
-    def is_finished(self) -> bool:
-        return self._finished
-
-    @property
-    def steps(self) -> int:
-        """How many accepted tokens/byte strings the history holds (what rollback undoes)."""
-        return len(self._history) - 1
-
     def state_key(self) -> tuple[bool, Config]:
         """Hashable; equal keys have equal masks."""
         return (self._finished, self.config)
-
-    def accept_token(self, token_id: int) -> bool:
-        """Advance over `token_id`; False (and no change) if the grammar forbids it."""
-        if self._finished:
-            return False
-        nxt = self.grammar.next_config(self.config, token_id)
-        if not nxt:
-            return False
-        self._history.append(nxt)
-        if self.grammar.is_stop(token_id):
-            self._finished = True
-        return True
-
-    def accept_bytes(self, data: bytes) -> bool:
-        """Advance over raw bytes (jump-forward text); False (and no change) if forbidden."""
-        if self._finished:
-            return False
-        nxt = self.grammar.stacks.walk(self.config, data)
-        if not nxt:
-            return False
-        self._history.append(nxt)
-        return True
-
-    def rollback(self, n_tokens: int = 1) -> None:
-        """Undo the last `n_tokens` accepted tokens or byte strings (a stop included)."""
-        if not 0 <= n_tokens <= self.steps:
-            raise ValueError(f"cannot roll back {n_tokens} steps; the history holds {self.steps}")
-        if n_tokens:
-            del self._history[-n_tokens:]
-            self._finished = False  # a stop token is always the last step
-
-    def reset(self) -> None:
-        """Back to the start with an empty history."""
-        del self._history[1:]
-        self._finished = False
 
     def packed_mask(self) -> np.ndarray:
         """The allowed tokens as packed uint32 words (token i: bit i % 32 of word i // 32)."""
