@@ -78,6 +78,20 @@ class DecodeResult:
     seconds: float
 
 
+class _Wait:
+    """The type of `WAIT`."""
+
+    def __repr__(self) -> str:
+        return "WAIT"
+
+
+# A request source yields WAIT for "nothing to start now": the loop steps the rows in
+# flight and asks again next pass (no index is used up). A source that has no row in
+# flight should block for its next request instead (else the loop spins).
+WAIT: Any = _Wait()
+_END: Any = object()
+
+
 @dataclass
 class _Row:
     index: int  # the request's position in the input
@@ -208,7 +222,7 @@ class Decoder:
 
     def generate_stream(
         self,
-        requests: Iterable[Request | None],
+        requests: Iterable[Request | None],  # or WAIT
         options: SamplingOptions,
         *,
         slots: int,
@@ -221,7 +235,8 @@ class Decoder:
         Up to `slots` rows are in flight; a finished row's slot takes the next request at
         once (when the backend refills), so no row waits for the slowest of a batch. A
         None request is answered with (index, None) without a forward pass, so a caller
-        gets control back to write what needs no model.
+        gets control back to write what needs no model. A `WAIT` takes no index: the rows
+        in flight go on (a source fed from elsewhere, like a Ray worker's).
         """
         import torch
 
@@ -231,7 +246,8 @@ class Decoder:
         generator = None
         if options.seed is not None:
             generator = torch.Generator(device=self.loaded.device).manual_seed(options.seed)
-        pending = enumerate(requests)
+        pending = iter(requests)
+        taken = 0  # requests started or answered so far: the next one's index
         masks = _SlotMasks(slots, int(self.loaded.vocab_size))
         free = list(range(slots - 1, -1, -1))
         live: dict[int, _Row] = {}  # slot -> row
@@ -241,11 +257,13 @@ class Decoder:
         while True:
             new: dict[int, list[int]] = {}
             while free and not exhausted and (backend.refills or not live):
-                item = next(pending, None)
-                if item is None:
+                request = next(pending, _END)
+                if request is _END:
                     exhausted = True
                     break
-                index, request = item
+                if request is WAIT:
+                    break
+                index, taken = taken, taken + 1
                 if len(ready) >= READY_LIMIT:
                     yield ready
                     ready = []
@@ -264,7 +282,10 @@ class Decoder:
             if not live:
                 if ready:
                     yield ready
-                return
+                    ready = []
+                if exhausted:
+                    return
+                continue  # the source said WAIT with nothing in flight: ask it again
             with torch.inference_mode():  # not held across yields
                 order, states = self._forward(new, inputs, live)
                 rows = [live[slot] for slot in order]

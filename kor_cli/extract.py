@@ -6,7 +6,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
-from kor_cli.decode import Decoder, DecodeResult, SamplingOptions
+from kor_cli.decode import WAIT, Decoder, DecodeResult, SamplingOptions
 from kor_cli.envelope import DEFAULT_ENVELOPE, Envelope
 from kor_cli.errors import UsageError
 from kor_cli.models import encode_prompt
@@ -116,10 +116,13 @@ class Extractor:
         together, `slots` in flight: a finished row's slot takes the next text at once
         (continuous batching). A runner that writes in input order holds results back
         until the ones before them are in. A None text is answered with (index, None)
-        without the model (a placeholder for a record the model never sees)."""
+        without the model (a placeholder for a record the model never sees); a `WAIT`
+        (kor_cli/decode.py) is passed on."""
         factory = self.constraints
         requests = (
-            None if text is None else (self.prompt_ids(text), factory.new() if factory else None)
+            text
+            if text is None or text is WAIT
+            else (self.prompt_ids(text), factory.new() if factory else None)
             for text in texts
         )
         stream = self.decoder.generate_stream(

@@ -1,10 +1,12 @@
 """Ray actors that extract micro-batches, and the driver's in-order, bounded pool of them.
 
 Each `ExtractWorker` builds one `Extractor` and `Planner` (schema, model, grammar: once)
-and runs `Runner.run` (kor_cli/runner.py) on the records it is sent: the very code path of a
-single-process run. `WorkerPool.rows_of` streams batches to the workers, at most `DEPTH`
-queued per worker and `WINDOW` per worker between the oldest unwritten batch and the newest
-sent (a big input never sits in memory), and yields each batch's rows in input order.
+and runs the batches it is sent through one `Runner.stream` (kor_cli/runner.py via
+kor_cli/shared_stream.py): the continuous batching of a single-process run, across
+batches, so no row waits for the slowest of its batch. `WorkerPool.rows_of` streams
+batches to the workers, at most `DEPTH` queued per worker (the actor runs that many calls
+at once, on threads) and `WINDOW` per worker between the oldest unwritten batch and the
+newest sent (a big input never sits in memory), and yields each batch's rows in input order.
 A worker that dies has its batches sent again to the others and is replaced; a batch that
 kills `MAX_ATTEMPTS` workers stops the run (the rows before it are written).
 Imported only by a `--ray` run, with Ray installed.
@@ -30,7 +32,9 @@ if TYPE_CHECKING:
     from kor_cli.records import Record
     from kor_cli.schema import Schema
 
-DEPTH = 2  # batches queued on one worker: the next one is ready when one ends
+# Batches queued on one worker: its slots take the next batches' records while the oldest
+# batch's last rows finish (a worker's rows come out in order).
+DEPTH = 3
 WINDOW = 4  # batches per worker between the oldest unwritten and the newest sent
 MAX_ATTEMPTS = 3  # workers a batch may see die while running it
 POLL_SECONDS = 0.2  # how often the driver wakes (Ctrl-C is handled between waits)
@@ -64,6 +68,7 @@ class ExtractWorker:
         import torch
 
         from kor_cli.batch import load_runner
+        from kor_cli.shared_stream import SharedStream
 
         self.error: KorError | None = None
         self.warnings: tuple[str, ...] = ()
@@ -79,6 +84,7 @@ class ExtractWorker:
                 compile=spec.compile,
             )
             self.warnings = self.runner.extractor.warnings
+            self.stream = SharedStream(self.runner)
         except KorError as error:  # reported by ready(), as the single-process run would
             self.error = error
         if cpus and not spec.threads and torch.get_num_threads() > cpus:
@@ -89,13 +95,14 @@ class ExtractWorker:
         return self.error, self.warnings
 
     def run(self, records: list[Record]) -> Rows:
-        """The rows of `records`, in order: the single-process run's batch step."""
-        return self.runner.run(records)
+        """The rows of `records`, in order, decoded in the worker's one stream alongside
+        the other batches it was sent (calls run on the actor's threads)."""
+        return self.stream.run(records)
 
 
 @dataclass
 class _Slot:
-    """A started actor and the batches queued on it, oldest (the running one) first."""
+    """A started actor and the batches queued on it (all running), oldest first."""
 
     actor: Any
     number: int
@@ -108,7 +115,12 @@ class WorkerPool:
     def __init__(self, ray: Any, spec: WorkerSpec, plan: WorkerPlan) -> None:
         self.ray = ray
         self.remote = ray.remote(ExtractWorker)
-        self.resources = {"num_cpus": plan.cpus, "num_gpus": plan.gpus}
+        # DEPTH batch calls at once, plus ready() (a threaded actor)
+        self.resources = {
+            "num_cpus": plan.cpus,
+            "num_gpus": plan.gpus,
+            "max_concurrency": DEPTH + 1,
+        }
         self.spec = spec
         self.cpus = 0 if plan.gpus else int(plan.cpus)  # a CPU worker's share
         self.run_id = os.urandom(3).hex()
@@ -207,12 +219,13 @@ class WorkerPool:
     def _lost(
         self, slot: _Slot, died: Exception, attempts: dict[int, int], again: list[int]
     ) -> None:
-        """Requeue a dead worker's batches (only the running one counts an attempt)."""
+        """Requeue a dead worker's batches; each counts an attempt (a worker runs all the
+        batches queued on it at once, in one stream)."""
         self.live.remove(slot)
         self.ray.kill(slot.actor)
-        running = slot.queued[0]
-        attempts[running] = attempts.get(running, 0) + 1
-        if attempts[running] >= MAX_ATTEMPTS:
+        for number in slot.queued:
+            attempts[number] = attempts.get(number, 0) + 1
+        if any(attempts[number] >= MAX_ATTEMPTS for number in slot.queued):
             raise ModelError(
                 f"{MAX_ATTEMPTS} Ray workers died running the same batch (the last: "
                 f"{_first_line(died)}); the rows before it are written: rerun to resume"

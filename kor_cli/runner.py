@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from kor_cli.chunking import Chunk, merge_results, split_text
+from kor_cli.decode import WAIT
 from kor_cli.errors import UsageError
 from kor_cli.result import ExtractResult
 
@@ -130,13 +131,17 @@ class Runner:
         """Rows for `records` in input order, in lists of the rows that became ready
         together. Records are pulled only as slots free up (at most `batch_size` texts
         in flight), so a caller can stop the input and still get a row for every record
-        it handed over."""
+        it handed over. A source fed from elsewhere yields `WAIT` (kor_cli/decode.py)
+        when it has no record yet but rows are in flight."""
         queue: deque[_Pending] = deque()
         owners: dict[int, tuple[_Pending, int]] = {}  # text index -> (record, chunk)
 
         def texts() -> Iterator[str | None]:
             index = 0
             for record in records:
+                if record is WAIT:
+                    yield WAIT  # nothing to start now: the rows in flight go on
+                    continue
                 pending = self._plan(record)
                 queue.append(pending)
                 if isinstance(pending.plan, str):

@@ -232,23 +232,33 @@ def simulated_stream(answer: Any, steps: Any, widths: list[int] | None = None) -
     """A continuous-batching stand-in for `kor_cli.runner.extract_stream`: text t takes
     `steps(t)` steps, `slots` rows step together, a finished row's slot takes the next
     text at once, results come out as rows finish (`answer(extractor, t)`); `widths`
-    collects the rows in flight at each step."""
+    collects the rows in flight at each step. A `WAIT` text starts nothing this step."""
+    from kor_cli.decode import WAIT
+
+    end = object()
 
     def stream(extractor: Any, texts: Any, slots: int) -> Any:
-        pending = enumerate(texts)
+        pending = iter(texts)
+        taken = 0
         live: dict[int, list[Any]] = {}  # index -> [text, steps left]
         exhausted = False
         while True:
             while len(live) < slots and not exhausted:
-                item = next(pending, None)
-                if item is None:
+                text = next(pending, end)
+                if text is end:
                     exhausted = True
-                elif item[1] is None:
-                    yield [(item[0], None)]
+                elif text is WAIT:  # nothing to start now: the rows in flight go on
+                    break
+                elif text is None:
+                    yield [(taken, None)]
+                    taken += 1
                 else:
-                    live[item[0]] = [item[1], max(1, steps(item[1]))]
+                    live[taken] = [text, max(1, steps(text))]
+                    taken += 1
             if not live:
-                return
+                if exhausted:
+                    return
+                continue
             if widths is not None:
                 widths.append(len(live))
             finished = []

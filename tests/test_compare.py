@@ -18,7 +18,7 @@ from kor_cli.compare import METRICS, MISSING, ModeStats, leaf_count, parse_modes
 from kor_cli.errors import UsageError
 from kor_cli.extract import ExtractResult
 from kor_cli.report import render_html
-from kor_cli.testing import stream_of_batches
+from kor_cli.testing import simulated_stream, stream_of_batches
 
 ROOT = Path(__file__).resolve().parents[1]
 PERSON = str(ROOT / "schemas" / "person.yaml")
@@ -196,6 +196,31 @@ def test_cli_scores_gold_through_the_real_run(
     # a: exact; b: gold given as {"person": ...}, the name is wrong; c: no gold
     assert (stats["gold_records"], stats["matched_fields"], stats["gold_fields"]) == (2, 5, 6)
     assert stats["exact_matches"] == 1 and stats["valid_rate"] == 1.0
+
+
+def test_cli_modes_stream_so_no_row_waits_for_its_slowest_batch_mate(
+    tiny_model_dir: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each mode's turn is one continuous-batching stream: slots stay full until the last
+    rows (batch by batch, every batch would run down to its longest text)."""
+    widths: list[int] = []
+    steps = [1, 9, 2, 1, 3, 1, 8, 2, 1, 4, 2, 1]  # words per text, a text takes that many steps
+
+    def answer(extractor: Any, text: str) -> ExtractResult:
+        return ExtractResult({"person": ANN}, True, [], "", "stop", "prompt", 9, 9, 0, 0.1)
+
+    simulated = simulated_stream(answer, lambda text: len(text.split()), widths)
+    monkeypatch.setattr(runner_module, "extract_stream", simulated)
+    data = tmp_path / "words.jsonl"
+    lines = [json.dumps({"id": i, "text": "Ann " * n, "gold": ANN}) for i, n in enumerate(steps)]
+    data.write_text("\n".join(lines) + "\n")
+    code, out, err = invoke(
+        "compare", PERSON, str(data), "-m", tiny_model_dir, "--modes", "prompt",
+        "--batch-size", "3", "--json",
+    )  # fmt: skip
+    assert code == 0, err
+    assert json.loads(out)["modes"]["prompt"]["exact_matches"] == len(steps)
+    assert widths == [3] * 11 + [2]  # batch by batch: 9 + 3 + 8 + 4 = 24 steps
 
 
 @pytest.mark.parametrize(

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 import torch
 
-from kor_cli.decode import Decoder, SamplingOptions
+from kor_cli.decode import WAIT, Decoder, SamplingOptions
 from kor_cli.models import LoadedModel, encode_prompt, load_model
 from kor_cli.testing import build_tiny_model, load_offline_tokenizer
 
@@ -110,6 +110,33 @@ def test_batched_greedy_equals_unbatched(tiny: LoadedModel) -> None:
     batched = decoder.generate_batch(prompts, options)
     assert [r.token_ids for r in batched] == [r.token_ids for r in single]
     assert [r.finish_reason for r in batched] == [r.finish_reason for r in single]
+
+
+def test_wait_lets_the_rows_in_flight_go_on_and_takes_no_index(tiny: LoadedModel) -> None:
+    """A source with nothing to start yields WAIT: the rows in flight step on, later requests
+    keep their indexes, results equal the plain run's."""
+    texts = ["Input: hello\nOutput:", "x", "A longer prompt about Ann.\nOutput:"]
+    prompts = [encode_prompt(tiny, t, chat=False) for t in texts]
+    options = SamplingOptions(max_new_tokens=6)
+    decoder = Decoder(tiny)
+    plain = decoder.generate_batch(prompts, options, slots=2)
+    out: dict[int, Any] = {}
+    waits = [0]
+
+    def source() -> Any:
+        yield (prompts[0], None)
+        for _ in range(3):  # the first row steps three times alone
+            waits[0] += 1
+            yield WAIT
+        yield (prompts[1], None)
+        yield None
+        yield (prompts[2], None)
+
+    for group in decoder.generate_stream(source(), options, slots=2):
+        out.update(group)
+    assert sorted(out) == [0, 1, 2, 3] and out[2] is None and waits[0] == 3
+    got = [out[0], out[1], out[3]]
+    assert [r.token_ids for r in got] == [r.token_ids for r in plain]
 
 
 def test_batched_rows_force_and_finish_independently(tiny: LoadedModel) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -13,6 +15,7 @@ from kor_cli.errors import UsageError
 from kor_cli.records import Record
 from kor_cli.result import ROW_FIELDS, ExtractResult
 from kor_cli.runner import Runner
+from kor_cli.shared_stream import SharedStream
 from kor_cli.testing import simulated_stream
 
 OUTCOME = [
@@ -187,3 +190,56 @@ def test_one_serialisation_for_every_kind_of_row() -> None:
     assert error.to_dict()["valid"] is False and error.to_dict()["raw"] is None
     assert set(ROW_FIELDS) >= set(row) - {"tag"}
     assert "refusal" in ROW_FIELDS and "chunks" in ROW_FIELDS
+
+
+def test_a_workers_batches_share_one_stream_so_none_waits_for_its_slowest_row() -> None:
+    """Two batches sent to one worker (kor_cli/shared_stream.py): the second one's records
+    take the slots the first one's short rows free, while its long row still runs."""
+    extractor = FakeExtractor()
+    shared = SharedStream(Runner(extractor, batch_size=2))  # type: ignore[arg-type]
+    both_queued = threading.Event()
+    steps = extractor.extract_stream
+    extractor.extract_stream = lambda texts, slots: steps(held(texts), slots)
+
+    def held(texts: Any) -> Any:
+        both_queued.wait(5)  # the stream starts once both batches are there
+        yield from texts
+
+    results: dict[str, list[ExtractResult]] = {}
+    first = [rec(1, "a b c d e f Long"), rec(2, "Ann")]
+    second = [rec(3, "Bo"), rec(4, "Cy")]
+    threads = [
+        threading.Thread(target=lambda: results.update(first=shared.run(first))),
+        threading.Thread(target=lambda: results.update(second=shared.run(second))),
+    ]
+    threads[0].start()
+    while not shared.calls:
+        time.sleep(0.001)
+    threads[1].start()
+    while len(shared.calls) < 2:
+        time.sleep(0.001)
+    both_queued.set()
+    for thread in threads:
+        thread.join(5)
+    assert [row.id for row in results["first"]] == [1, 2]
+    assert [row.data for row in results["second"]] == [{"person": ["Bo"]}, {"person": ["Cy"]}]
+    assert extractor.done == ["Ann", "Bo", "Cy", "a b c d e f Long"]
+    # batch by batch: [2, 1, 1, 1, 1, 1, 1] then [2]; one stream: the slots stay full
+    assert extractor.widths == [2, 2, 2, 1, 1, 1, 1]
+    assert shared.run([rec(5, "Di")])[0].data == {"person": ["Di"]}  # idle, then woken
+
+
+def test_a_failed_worker_stream_fails_its_callers_and_the_next_call_starts_afresh() -> None:
+    extractor = FakeExtractor()
+    shared = SharedStream(Runner(extractor, batch_size=2))  # type: ignore[arg-type]
+    steps = extractor.extract_stream
+
+    def broken(texts: Any, slots: int) -> Any:
+        yield from ()
+        raise RuntimeError("out of memory")
+
+    extractor.extract_stream = broken
+    with pytest.raises(RuntimeError, match="out of memory"):
+        shared.run([rec(1, "Ann")])
+    extractor.extract_stream = steps
+    assert [row.id for row in shared.run([rec(2, "Bo"), rec(3, "Cy")])] == [2, 3]
