@@ -36,6 +36,23 @@ def cache_root() -> Path | None:
     return Path(base) / "kor-cli"
 
 
+_STAMP: list[str] = []
+
+
+def engine_stamp() -> str:
+    """Size and modification time of every module of the grammar package, hashed (once per
+    process): in a key, a changed engine never reads an old file (hashing the modules'
+    text would cost more than reading a cached grammar)."""
+    if not _STAMP:
+        parts = []
+        for entry in sorted(os.scandir(Path(__file__).resolve().parent), key=lambda e: e.name):
+            if entry.name.endswith(".py"):
+                info = entry.stat()
+                parts.append(f"{entry.name}:{info.st_size}:{info.st_mtime_ns}")
+        _STAMP.append(hashlib.sha256(" ".join(parts).encode()).hexdigest())
+    return _STAMP[0]
+
+
 def blob_key(*parts: str) -> str:
     """A 32-hex-digit key over the engine version and `parts` (unambiguous joins)."""
     digest = hashlib.sha256(ENGINE_VERSION.encode())

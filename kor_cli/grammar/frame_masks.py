@@ -34,13 +34,16 @@ masks are exactly `TokenIndex`'s.
 
 from __future__ import annotations
 
+import atexit
 import hashlib
+import weakref
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from kor_cli.grammar.frame_cache import frames_path, read_frames, write_frames
 from kor_cli.grammar.index import TokenIndex
 from kor_cli.grammar.stacks import CONTEXT, ESCAPES, STAYS, RuleTable, Stacks
 from kor_cli.grammar.vocab import TokenizerInfo
@@ -110,6 +113,25 @@ class FrameMasks:
         self._keep = ~stops  # clears the stop bits TokenIndex sets in accepting states
         self._calls = stacks.rules.has_calls
         self.candidates = 0  # tokens read by the stack simulation (a measure of the work)
+        self.cache_path: Path | None = None
+        if cache_dir is not None and stacks.rules.keyed:
+            self.cache_path = frames_path(cache_dir, stacks.rules.key(), info.fingerprint)
+            for key, stays, ends, escapes in read_frames(self.cache_path, self.words) or ():
+                self._masks[key] = _frame_mask(stays, ends, escapes)
+            _UNSAVED.add(self)
+        self._saved = len(self._masks)
+
+    def save_if_grown(self) -> None:
+        """Write the frame masks to the disk cache when some were built since the last
+        read or write (and a cache is set)."""
+        if self.cache_path is None or len(self._masks) <= self._saved:
+            return
+        stored = [
+            (key, m.stays, m.ends, [(e.suffix, e.tokens) for g in m.escapes.values() for e in g])
+            for key, m in self._masks.items()
+        ]
+        write_frames(self.cache_path, stored, self.words)
+        self._saved = len(self._masks)
 
     def get(self, rule_id: int, state: int) -> FrameMask:
         """The frame mask of (rule, state)."""
@@ -170,13 +192,7 @@ class FrameMasks:
                         by_suffix.setdefault(data[at:], []).append(token)
                         offsets ^= 1 << at
         ends = any(table.accepting[at] for at in here)
-        escapes: dict[int, list[Escape]] = {}
-        for suffix, tokens in sorted(by_suffix.items()):
-            escapes.setdefault(suffix[0], []).append(Escape(suffix, tuple(tokens)))
-        frozen = {byte: tuple(group) for byte, group in escapes.items()}
-        escape_bytes = sum(1 << byte for byte in frozen)
-        every = tuple(sorted({t for tokens in by_suffix.values() for t in tokens}))
-        return FrameMask(stays, frozen, ends, escape_bytes, every)
+        return _frame_mask(stays, ends, [(x, tuple(t)) for x, t in sorted(by_suffix.items())])
 
     def _rule_indexes(self, rule_id: int, table: RuleTable) -> _RuleIndexes:
         found = self._indexes.get(rule_id)
@@ -196,9 +212,41 @@ class FrameMasks:
         return found
 
     @property
+    def indexed_rules(self) -> int:
+        """How many rules' token indexes were made (to build frame masks not cached)."""
+        return len(self._indexes)
+
+    @property
     def built(self) -> int:
         """How many frame masks are built."""
         return len(self._masks)
+
+
+_UNSAVED: weakref.WeakSet[FrameMasks] = weakref.WeakSet()
+
+
+def save_frame_caches() -> None:
+    """Write every disk-cached grammar's frame masks built since it was read or written
+    (run at exit, so the next process finds them)."""
+    for frames in list(_UNSAVED):
+        frames.save_if_grown()
+
+
+atexit.register(save_frame_caches)
+
+
+def _frame_mask(
+    stays: np.ndarray, ends: bool, escapes: list[tuple[bytes, tuple[int, ...]]]
+) -> FrameMask:
+    """A `FrameMask` from its stays words, `ends`, and (suffix, tokens) escapes sorted by
+    suffix."""
+    grouped: dict[int, list[Escape]] = {}
+    for suffix, tokens in escapes:
+        grouped.setdefault(suffix[0], []).append(Escape(suffix, tokens))
+    frozen = {byte: tuple(group) for byte, group in grouped.items()}
+    escape_bytes = sum(1 << byte for byte in frozen)
+    every = tuple(sorted({t for _, tokens in escapes for t in tokens}))
+    return FrameMask(stays, frozen, ends, escape_bytes, every)
 
 
 def _crossing_dfa(table: np.ndarray, crossing: np.ndarray) -> Any:

@@ -183,7 +183,7 @@ class RuleSet:
         self._rules: dict[int, Rule] = {}
         self._nullable: dict[int, bool] = {}
         self._visiting: list[int] = []
-        self._free = MAX_RULES - 1  # the id `rooted` gives a new root rule (counting down)
+        self.free = MAX_RULES - 1  # the id `rooted` gives a new root rule (counting down)
 
     @classmethod
     def from_dfa(cls, dfa: Any, key: str | None = None) -> RuleSet:
@@ -197,7 +197,7 @@ class RuleSet:
         """The same rules under a new root rule `root(call(self.start))` (e.g. an output
         format's wrapper around a record's grammar). Built rules are shared; the new
         root is built now (its DFA's fingerprint goes into the key)."""
-        new_id = self._free
+        new_id = self.free
         if new_id == self.start or new_id < 0:
             raise GrammarError("no rule id left for a new root rule")
         parent_build, start = self._build, self.start
@@ -206,7 +206,7 @@ class RuleSet:
             return compile_ast(root(call(start))) if rule_id == new_id else parent_build(rule_id)
 
         out = RuleSet(new_id, build, {**self.names, new_id: name})
-        out._rules, out._nullable, out._free = dict(self._rules), dict(self._nullable), new_id - 1
+        out._rules, out._nullable, out.free = dict(self._rules), dict(self._nullable), new_id - 1
         root_rule = out.rule(new_id)
         out._key = (
             f"{self.key()} rooted {root_rule.dfa.fingerprint()} {sorted(root_rule.calls.items())}"
@@ -234,10 +234,7 @@ class RuleSet:
             return found
         if not 0 <= rule_id < MAX_RULES:
             raise GrammarError(f"rule id {rule_id} is out of range (at most {MAX_RULES - 1} rules)")
-        dfa = self._build(rule_id)
-        if dfa.is_empty():
-            raise GrammarError(f"{self.name(rule_id)} matches nothing")
-        rule = split_calls(dfa)
+        rule = self._make(rule_id)
         self._rules[rule_id] = rule
         try:
             self._nullable[rule_id] = self._epsilon_scan(rule_id, rule)
@@ -245,6 +242,35 @@ class RuleSet:
             del self._rules[rule_id]
             raise
         return rule
+
+    def _make(self, rule_id: int) -> Rule:
+        """Build rule `rule_id` (a subclass may find it elsewhere, e.g. a disk cache)."""
+        dfa = self.body(rule_id)
+        if dfa.is_empty():
+            raise GrammarError(f"{self.name(rule_id)} matches nothing")
+        return split_calls(dfa)
+
+    def body(self, rule_id: int) -> ByteDFA:
+        """The minimal DFA of rule `rule_id`'s body, calls spelled as markers (built anew
+        on each call: `rule` keeps the split form)."""
+        return self._build(rule_id)
+
+    @property
+    def keyed(self) -> bool:
+        """True when the grammar has a stable description (`key()` builds nothing)."""
+        return self._key is not None
+
+    def built_rules(self) -> list[tuple[int, Rule, bool]]:
+        """(rule id, rule, generates the empty string) of every rule built so far, in the
+        order they were first requested (a rule before the rules it calls first)."""
+        return [
+            (k, rule, self._nullable[k]) for k, rule in self._rules.items() if k in self._nullable
+        ]
+
+    def seed(self, rule_id: int, rule: Rule, nullable: bool) -> None:
+        """Take rule `rule_id` as built (e.g. read back from a disk cache of this grammar)."""
+        self._rules[rule_id] = rule
+        self._nullable[rule_id] = nullable
 
     def nullable(self, rule_id: int) -> bool:
         """True when the rule generates the empty string."""

@@ -85,6 +85,7 @@ from kor_cli.grammar.index import FORCED_LIMIT, TokenIndex
 from kor_cli.grammar.jump import ForcedTokenizer, complete_utf8_prefix, jump_forward
 from kor_cli.grammar.matcher import GrammarMatcher as DfaMatcher
 from kor_cli.grammar.pushdown import PushdownGrammar, PushdownMatcher
+from kor_cli.grammar.rule_cache import load_grammar, save_cached_rules, store_grammar
 from kor_cli.grammar.vocab import TokenizerInfo
 
 __all__ = [
@@ -204,6 +205,10 @@ def compile_grammar(
     root = cache_dir if cache_dir is not None else cache_root()
     if grammar.has_calls:
         pushdown = PushdownGrammar(grammar.rules, info, root)
+        if root is not None and not pushdown.dead:
+            pushdown.words(pushdown.start)  # the first mask, so the cache holds its frames
+            pushdown.frames.save_if_grown()
+            save_cached_rules()  # and the rules that mask needed
         return CompiledGrammar(grammar, info, pushdown, lambda: PushdownMatcher(pushdown))
     index = TokenIndex(grammar.dfa, info, cache_dir=root)
     if root is not None and index.start:
@@ -243,7 +248,8 @@ def cached_grammar(
 ) -> Grammar:
     """`build()`, or the grammar it built before for the same `source` (the parts that
     decide it: grammar text, options, wrapper), read from the disk cache. `source` None,
-    no cache folder, or a grammar with calls (rules) skip the cache."""
+    or no cache folder skip the cache. A grammar with calls is stored as its rules built
+    so far (`rule_cache`)."""
     root = cache_dir if cache_dir is not None else cache_root()
     if source is None or root is None:
         return build()
@@ -256,8 +262,13 @@ def cached_grammar(
             return Grammar(dfa, str(kind), tuple(str(w) for w in warnings))
         except (KeyError, ValueError, TypeError):
             pass  # a stale or broken file: rebuild and overwrite it
+    stored = load_grammar(root, source, build)
+    if stored is not None:
+        return stored
     grammar = build()
-    if not grammar.has_calls:
+    if grammar.has_calls:
+        store_grammar(root, source, grammar)
+    else:
         dfa = grammar.dfa
         meta = json.dumps([grammar.kind, *grammar.warnings])
         write_arrays(
