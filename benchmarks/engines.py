@@ -14,9 +14,11 @@ outlines-core: a Vocabulary built from our byte table, since it cannot read a lo
 tokenizer).
 Per engine × schema × tokenizer:
 
-- compile: schema → ready matcher (ours: compile_json_schema + TokenIndex, grammar cache
-  cleared; XGrammar: compile_json_schema with its cache off; llguidance: grammar_from_json_
-  schema + LLMatcher; outlines-core: build_regex_from_schema + Index); time to first mask
+- compile: schema → ready matcher (ours: compile_json_schema + compile_grammar, the matcher
+  surface: the DFA engine for person and weather, the pushdown matcher for the schemas with
+  calls; grammar cache cleared, disk cache off; XGrammar: compile_json_schema with its cache
+  off; llguidance: grammar_from_json_schema + LLMatcher; outlines-core:
+  build_regex_from_schema + Index); time to first mask
   adds a matcher and the start state's mask.
 - per-token mask time: along the token sequences (the instances serialised compactly and
   tokenized mid-text, then the stop token; plus seeded random walks over our allowed
@@ -25,7 +27,8 @@ Per engine × schema × tokenizer:
   walk right after a compile (our lazily built states are first visits in it); "warm": the
   same walk again. Compile, first mask and the cold statistics are medians over --repeats
   fresh compiles (a compile over 2 s runs once and its grammar is walked again).
-- memory: TokenIndex.nbytes after the walks (states visited) and for all states;
+- memory: ours after the walks (DFA engine: TokenIndex.nbytes, also with all states built;
+  pushdown: frame, stack and configuration masks);
   XGrammar's CompiledGrammar.memory_size_bytes.
 - correctness: at every step our mask is compared with a brute-force walk of every token
   over the DFA (a padded token × byte array, no trie, dead states pruned by its own
@@ -69,10 +72,10 @@ from _common import add_out_argument, out_path
 from grammar_masks import INSTANCES, SCHEMAS, continuation, random_walk
 
 from kor_cli.grammar import compile as kor_compile
+from kor_cli.grammar import disk_cache
 from kor_cli.grammar.compile import compile_json_schema, serialize
 from kor_cli.grammar.index import TokenIndex, token_trie
-from kor_cli.grammar.matcher import GrammarMatcher
-from kor_cli.grammar.vocab import TokenizerInfo
+from kor_cli.grammar.surface import CompiledGrammar, GrammarMatcher, TokenizerInfo, compile_grammar
 from kor_cli.testing import QWEN_LOGITS_WIDTH, TOKENIZER_NAMES, load_offline_tokenizer
 
 ENGINES = ("kor", "xgrammar", "llguidance", "outlines")
@@ -96,29 +99,56 @@ def installed(engine: str) -> bool:
 
 # -- engines: compile → matcher with fill(buf) / accept(token) -------------------------
 class Kor:
+    """kor-cli through its one matcher surface: `compile_grammar` over `compile_json_schema`
+    (a call-free grammar on its DFA's TokenIndex, one with calls on the pushdown matcher),
+    `GrammarMatcher.fill_next_token_bitmask`. The disk cache is off (cold compiles)."""
+
     name = "kor"
 
     def __init__(self, tokenizer: Any, info: TokenizerInfo) -> None:
         self.info = info
         token_trie(info)  # shared trie and string-body tables: per-tokenizer setup
+        os.environ[disk_cache.ENV] = "off"  # compiles and masks are timed cold, not read back
 
-    def compile(self, schema: Any) -> TokenIndex:
+    def compile(self, schema: Any) -> CompiledGrammar:
         kor_compile._cache.clear()  # time the real compile, not the LRU cache
-        return TokenIndex(compile_json_schema(schema).dfa, self.info)
+        return compile_grammar(compile_json_schema(schema), self.info)
 
-    def matcher(self, index: TokenIndex) -> Any:
-        return KorMatcher(index)
+    def matcher(self, compiled: CompiledGrammar) -> Any:
+        return KorMatcher(GrammarMatcher(compiled))
 
 
 class KorMatcher:
-    def __init__(self, index: TokenIndex) -> None:
-        self.m = GrammarMatcher(index)
+    def __init__(self, m: GrammarMatcher) -> None:
+        self.m = m
 
     def fill(self, buf: np.ndarray) -> None:
-        np.copyto(buf, self.m.packed_mask().view(np.int32))
+        self.m.fill_next_token_bitmask(buf[None])  # a one-row view of the caller's buffer
 
     def accept(self, token: int) -> bool:
         return self.m.accept_token(token)
+
+
+def kor_memory(compiled: CompiledGrammar) -> dict[str, Any]:
+    """Memory of our compiled grammar after the walks (and, on the DFA engine, with every
+    state built)."""
+    engine = compiled.engine
+    if not isinstance(engine, TokenIndex):  # the pushdown matcher: frames, stacks, masks
+        return {
+            "engine": "pushdown",
+            "mb_visited": round(engine.nbytes / 1e6, 3),
+            "frames_built": engine.frames.built,
+            "rules_built": engine.rules.built,
+        }
+    out = {
+        "engine": "dfa",
+        "index_mb_visited": round(engine.nbytes / 1e6, 3),
+        "states_built": engine.built_states,
+    }
+    engine.precompute_all()
+    out["index_mb_all_states"] = round(engine.nbytes / 1e6, 3)
+    out["states_reachable"] = len(engine.reachable_states())
+    return out
 
 
 class XGrammar:
@@ -379,7 +409,7 @@ class DFAOracle:
 
 
 def _coreachable(table: np.ndarray, accepting: np.ndarray) -> np.ndarray:
-    """States that can reach an accepting state (plain fixpoint, not index._live_states)."""
+    """States that can reach an accepting state (plain fixpoint, not index.live_states)."""
     live = accepting.copy()
     live[0] = False
     while True:
@@ -584,11 +614,7 @@ def bench_schema(
         result["accept_us"] = stats_us(accepts)
         result["rejected"] = rejected  # [sequence, step, token] where its matcher said no
         if ename == "kor":
-            result["index_mb_visited"] = round(compiled.nbytes / 1e6, 3)
-            result["states_built"] = compiled.built_states
-            compiled.precompute_all()
-            result["index_mb_all_states"] = round(compiled.nbytes / 1e6, 3)
-            result["states_reachable"] = len(compiled.reachable_states())
+            result |= kor_memory(compiled)
         elif ename == "xgrammar":
             result["compiled_mb"] = round(compiled.memory_size_bytes / 1e6, 3)
         masks[ename] = kept

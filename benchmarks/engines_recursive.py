@@ -7,7 +7,8 @@ whose `$ref` recursion kor-cli compiles to rules (calls) with no depth bound:
 arrays and objects of scalars). Instances nest past depth 3 (today's unrolling bound).
 
 Per engine × schema × tokenizer, as in `engines.py`: compile (schema → ready matcher, caches
-cleared; ours: compile_json_schema + PushdownGrammar), time to first mask, per-token mask
+cleared; ours: `engines.Kor`, the matcher surface: compile_json_schema + compile_grammar,
+which runs these on the pushdown matcher; disk cache off), time to first mask, per-token mask
 time along the token sequences (the instances tokenized mid-text, then the stop token, plus
 seeded random walks over our allowed tokens), each step filling a caller-owned int32 bitmask
 [ceil(V/32)]: "cold" right after a compile, "warm" the same walk again; accept time.
@@ -49,11 +50,8 @@ from engines import (
 )
 from grammar_masks import continuation
 
-from kor_cli.grammar import compile as kor_compile
-from kor_cli.grammar.compile import compile_json_schema, serialize
-from kor_cli.grammar.index import token_trie
-from kor_cli.grammar.pushdown import PushdownGrammar, PushdownMatcher
-from kor_cli.grammar.vocab import TokenizerInfo
+from kor_cli.grammar.compile import serialize
+from kor_cli.grammar.surface import CompiledGrammar, GrammarMatcher, TokenizerInfo
 from kor_cli.testing import QWEN_LOGITS_WIDTH, TOKENIZER_NAMES, load_offline_tokenizer
 
 TREE = {
@@ -114,38 +112,10 @@ INSTANCES = {
 }
 
 
-class KorPushdown:
-    """kor-cli: compile_json_schema (rules) + PushdownGrammar over the tokenizer."""
-
-    name = "kor"
-
-    def __init__(self, tokenizer: Any, info: TokenizerInfo) -> None:
-        self.info = info
-        token_trie(info)  # per-tokenizer setup, as in engines.py
-
-    def compile(self, schema: Any) -> PushdownGrammar:
-        kor_compile._cache.clear()
-        return PushdownGrammar(compile_json_schema(schema).rules, self.info)
-
-    def matcher(self, grammar: PushdownGrammar) -> Any:
-        return _KorMatcher(PushdownMatcher(grammar))
-
-
-class _KorMatcher:
-    def __init__(self, m: PushdownMatcher) -> None:
-        self.m = m
-
-    def fill(self, buf: np.ndarray) -> None:
-        self.m.fill_next_token_bitmask(buf)
-
-    def accept(self, token: int) -> bool:
-        return self.m.accept_token(token)
-
-
-def random_walk(grammar: PushdownGrammar, rng: np.random.Generator, cap: int = 150) -> list[int]:
+def random_walk(compiled: CompiledGrammar, rng: np.random.Generator, cap: int = 150) -> list[int]:
     """Allowed tokens chosen uniformly, stopping (when allowed) with probability 0.3."""
-    matcher, ids = PushdownMatcher(grammar), []
-    stops = list(grammar.info.stop_ids)
+    matcher, ids = GrammarMatcher(compiled), []
+    stops = list(compiled.info.stop_ids)
     while len(ids) < cap and not matcher.is_terminated():
         allowed = matcher.allowed_mask().copy()
         can_stop = bool(allowed[stops].any())
@@ -288,8 +258,7 @@ def main() -> None:
         tokenizer = load_offline_tokenizer(tname)
         width = QWEN_LOGITS_WIDTH if tname == "qwen" else None
         info = TokenizerInfo.from_hf(tokenizer, vocab_size=width)
-        engines = {"kor": KorPushdown(tokenizer, info)}
-        engines.update({e: ENGINE_CLASSES[e](tokenizer, info) for e in names if e != "kor"})
+        engines = {e: ENGINE_CLASSES[e](tokenizer, info) for e in names}
         rows = []
         for sname in args.schemas:
             t0 = time.perf_counter()

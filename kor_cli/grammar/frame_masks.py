@@ -217,6 +217,16 @@ class FrameMasks:
         return len(self._indexes)
 
     @property
+    def nbytes(self) -> int:
+        """Memory held by the frame masks and the rules' token indexes."""
+        frames = sum(m.stays.nbytes for m in self._masks.values())
+        indexes = [
+            i.by_bytes.nbytes + (i.crossing.nbytes if i.crossing else 0)
+            for i in self._indexes.values()
+        ]
+        return frames + sum(indexes)
+
+    @property
     def built(self) -> int:
         """How many frame masks are built."""
         return len(self._masks)

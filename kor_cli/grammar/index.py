@@ -116,7 +116,7 @@ class TokenIndex:
         live = self._load(self.cache_path) if self.cache_path is not None else None
         self._saved = len(self._packed)
         if live is None:
-            live = _live_states(table, np.asarray(dfa.accepting, dtype=bool))
+            live = live_states(table, np.asarray(dfa.accepting, dtype=bool))
         self._live = live
         table = np.where(live[table], table, 0).astype(np.int32)
         self.start = int(dfa.start) if live[int(dfa.start)] else 0
@@ -389,7 +389,7 @@ def save_cached_indexes() -> None:
 atexit.register(save_cached_indexes)
 
 
-def _live_states(table: np.ndarray, accepting: np.ndarray) -> np.ndarray:
+def live_states(table: np.ndarray, accepting: np.ndarray) -> np.ndarray:
     """States from which an accepting state is reachable (never the dead state 0)."""
     rows = np.sort(table, axis=1)  # each state's distinct successors, via sorted rows
     distinct = np.ones(rows.shape, dtype=bool)

@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from kor_cli.grammar.bitmask import write_row
 from kor_cli.grammar.frame_masks import FrameMasks
 from kor_cli.grammar.matcher import HistoryMatcher
 from kor_cli.grammar.rules import RuleSet
@@ -58,6 +59,13 @@ class PushdownGrammar:
 
     def is_stop(self, token_id: int) -> bool:
         return token_id in self._stops
+
+    @property
+    def nbytes(self) -> int:
+        """Memory held by the masks: frames (and the rules' token indexes), stacks and
+        configurations."""
+        cached = [*self._stack_masks.values(), *self._masks.values()]
+        return self.frames.nbytes + sum(words.nbytes for words in cached)
 
     def mask(self, config: Config) -> np.ndarray:
         """Packed uint32 words of the tokens allowed in `config` (read-only, shared)."""
@@ -198,18 +206,12 @@ class PushdownMatcher(HistoryMatcher[Config]):
 
     def fill_next_token_bitmask(self, bitmask: Any, row: int = 0) -> None:
         """Write the allowed tokens into row `row` of a packed int32 [batch, ceil(V/32)]
-        array or torch tensor (token i: bit i % 32 of word i // 32)."""
-        config = frozenset() if self._finished else self.config
-        words = self.grammar.words(config).view(np.int32)
-        target = bitmask if bitmask.ndim == 1 else bitmask[row]  # a single row is fine
-        if isinstance(bitmask, np.ndarray):
-            target[: len(words)] = words
-            target[len(words) :] = 0
-            return
-        import torch
-
-        target[: len(words)].copy_(torch.from_numpy(words))
-        target[len(words) :] = 0
+        array or torch CPU tensor (a single row [ceil(V/32)] is fine too; token i: bit
+        i % 32 of word i // 32)."""
+        array = bitmask if isinstance(bitmask, np.ndarray) else bitmask.numpy()
+        if array.ndim == 1:
+            array, row = array[None], 0
+        write_row(array, row, None if self._finished else self.grammar.words(self.config))
 
     def forced_bytes(self, limit: int = FORCED_LIMIT) -> bytes:
         """The longest byte string that is the only way forward (b"" at a branch/accept)."""

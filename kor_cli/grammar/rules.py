@@ -145,12 +145,18 @@ def _reachable(
     table: np.ndarray, start: int, calls: Mapping[int, tuple[tuple[int, int], ...]]
 ) -> list[int]:
     """Non-dead states reachable from `start` by bytes and call returns, ascending."""
+    rows = np.sort(table, axis=1)  # each state's distinct successors, via sorted rows
+    distinct = np.ones(rows.shape, dtype=bool)
+    distinct[:, 1:] = rows[:, 1:] != rows[:, :-1]
+    distinct &= rows != 0
+    successors = rows[distinct].tolist()
+    bounds = np.concatenate(([0], np.cumsum(distinct.sum(axis=1)))).tolist()
     seen = {start}
     todo = [start]
     while todo:
         state = todo.pop()
-        nexts = set(np.unique(table[state]).tolist())
-        nexts.update(t for _, t in calls.get(state, ()))
+        nexts = successors[bounds[state] : bounds[state + 1]]
+        nexts += [t for _, t in calls.get(state, ())]
         for nxt in nexts:
             if nxt and nxt not in seen:
                 seen.add(nxt)

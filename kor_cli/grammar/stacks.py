@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from kor_cli.grammar.index import _live_states
+from kor_cli.grammar.index import live_states
 from kor_cli.grammar.rules import Rule, RuleSet
 
 EMPTY = 0  # below the root frame
@@ -68,7 +68,7 @@ def rule_table(rule: Rule) -> RuleTable:
     """Prune `rule`'s DFA (call states count as live) and tabulate it."""
     table = np.asarray(rule.dfa.transitions, dtype=np.int32)
     accepting = np.asarray(rule.dfa.accepting, dtype=bool)
-    live = _live_states(table, accepting | rule.call_states)
+    live = live_states(table, accepting | rule.call_states)
     table = np.ascontiguousarray(np.where(live[table], table, 0), dtype=np.int32)
     table[~live] = 0
     accepting = accepting & live
