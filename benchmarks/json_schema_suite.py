@@ -9,7 +9,14 @@ Writes the counts to `--out` (default benchmarks/out/json_schema_suite.json, unt
 committed counts are benchmarks/results/json_schema_suite.json). The `optional/` folder is
 skipped.
 
-Usage: python benchmarks/json_schema_suite.py [SUITE_DIR] [--out PATH]
+Time to first mask (`first_mask`): per schema, compile (the LRU cache cleared) +
+`surface.compile_grammar` against the Qwen tokenizer (no disk cache) + the first
+`GrammarMatcher.fill_next_token_bitmask`, p50/p90/p99 over the schemas compiled; the
+competing engines named by `--engines` (llguidance by default, when installed) are timed
+the same way in the same run (compile + first mask through `engines.py`'s adapters), and
+the ratios kor / engine are taken over the schemas both compiled.
+
+Usage: python benchmarks/json_schema_suite.py [SUITE_DIR] [--out PATH] [--engines E,..]
 """
 
 from __future__ import annotations
@@ -20,7 +27,10 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from kor_cli.errors import GrammarError
+from kor_cli.grammar import compile as compile_module
 from kor_cli.grammar.compile import Grammar, GrammarOptions, compile_json_schema, serialize
 from kor_cli.grammar.json_location import LocationSpace, reorder
 from kor_cli.grammar.json_refs import Resolver
@@ -86,17 +96,79 @@ def run(suite_dir: Path = SUITE_DIR) -> dict[str, Any]:
     }
 
 
+def first_masks(suite_dir: Path = SUITE_DIR, engines: tuple[str, ...] = ()) -> dict[str, Any]:
+    """Time to first mask per schema (see the module docstring), kor's and `engines`'."""
+    import schemastore  # beside this script: the Qwen tokenizer and the engines' adapters
+
+    from kor_cli.grammar.surface import GrammarMatcher, compile_grammar
+
+    schemastore.load_tokenizer(engines)
+    info = schemastore._info
+    assert info is not None
+    remotes = suite_dir.parent / "remotes"
+    options = GrammarOptions(ref_map=(("http://localhost:1234/", str(remotes)),))
+    times: dict[str, dict[str, float]] = {e: {} for e in ("kor", *engines)}
+    for path in sorted(suite_dir.glob("*.json")):
+        for k, case in enumerate(json.loads(path.read_text())):
+            name = f"{path.stem}#{k}"
+            compile_module._cache.clear()
+            start = time.perf_counter()
+            try:
+                grammar = compile_json_schema(case["schema"], options)
+                compiled = compile_grammar(grammar, info, cache_dir=schemastore._NO_CACHE)
+                buf = np.zeros((1, compiled.words), dtype=np.int32)
+                GrammarMatcher(compiled).fill_next_token_bitmask(buf, 0)
+                times["kor"][name] = time.perf_counter() - start
+            except GrammarError:
+                pass
+            for engine in engines:
+                adapter = schemastore._engines[engine]
+                start = time.perf_counter()
+                try:
+                    matcher = adapter.matcher(adapter.compile(case["schema"]))
+                    matcher.fill(np.zeros((info.vocab_size + 31) // 32, dtype=np.int32))
+                    times[engine][name] = time.perf_counter() - start
+                except Exception:  # noqa: BLE001 - the engine's refusal
+                    pass
+    ours = times["kor"]
+    out: dict[str, Any] = {"kor": {"compiled": len(ours), **_ms(list(ours.values()))}}
+    for engine in engines:
+        theirs = times[engine]
+        both = [n for n in ours if n in theirs]
+        mine, other = _ms([ours[n] for n in both]), _ms([theirs[n] for n in both])
+        out[engine] = {
+            "compiled": len(theirs), **_ms(list(theirs.values())), "both_compiled": len(both),
+            "both_kor_ms": mine, "both_other_ms": other,
+            "kor_over_other": {q: round(mine[q] / other[q], 2) for q in mine if other[q]},
+        }  # fmt: skip
+    return out
+
+
+def _ms(values: list[float]) -> dict[str, float]:
+    """p50/p90/p99 in milliseconds."""
+    values = values or [0.0]
+    return {f"p{q}": round(float(np.percentile(values, q)) * 1000, 2) for q in (50, 90, 99)}
+
+
 def main() -> None:
     import argparse
+    import importlib.util
+    import sys
 
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
     from _common import add_out_argument, out_path, write_results
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("suite_dir", nargs="?", type=Path, default=SUITE_DIR)
+    parser.add_argument("--engines", default="llguidance",
+                        help="engines timed beside kor for the first mask, comma-separated "
+                        "(those installed; '' for none)")  # fmt: skip
     add_out_argument(parser, "json_schema_suite.json")
     args = parser.parse_args()
+    engines = tuple(e for e in args.engines.split(",") if e and importlib.util.find_spec(e))
     start = time.perf_counter()
     result = run(args.suite_dir)
+    result["first_mask_ms"] = first_masks(args.suite_dir, engines)
     result["seconds"] = round(time.perf_counter() - start, 2)
     write_results(out_path(args), result)
     print(json.dumps({k: v for k, v in result.items() if not k.endswith("_cases")}, indent=2))

@@ -6,8 +6,8 @@ and `invalid/<name>/`): compile it with the compiler's own time limit
 machine: past it a named refusal; the compile runs in a worker process that is killed if
 it uses 5 s of CPU time more still, a "timeout"), references between
 files resolved by file name (`GrammarOptions.ref_dir`). Then walk every instance, token
-by token, through the allowed-token mask of the Qwen tokenizer (`TokenIndex` +
-`GrammarMatcher`), ending with a stop token:
+by token, through the allowed-token mask of the Qwen tokenizer (the matcher surface:
+`compile_grammar` + `GrammarMatcher`, no disk cache), ending with a stop token:
 
 - the text a model writes: `json.dumps` (compact, members in the schema's order, numbers
   as Python writes them: `4.0`, `1e-05`); a valid instance accepted this way is correct;
@@ -17,7 +17,8 @@ by token, through the allowed-token mask of the Qwen tokenizer (`TokenIndex` +
 
 Reports compiled / refused (grouped by keyword and message) / timeouts / crashes (a Python
 exception other than `GrammarError`: a bug), false accepts and rejects, time to the first
-mask (compile + index + first mask) p50/p90/p99, and mask-vs-DFA disagreements (must be 0).
+mask (compile + `compile_grammar` + `fill_next_token_bitmask`) p50/p90/p99, and
+mask-vs-DFA disagreements (must be 0).
 
 The competing engines installed (llguidance, XGrammar: `pip install -e '.[bench]'`) run in
 the same run on the same schemas, instances, texts and Qwen tokenizer, through their own
@@ -52,12 +53,11 @@ import numpy as np
 
 from kor_cli.errors import GrammarError
 from kor_cli.grammar.compile import GrammarOptions, compile_json_schema, serialize
-from kor_cli.grammar.index import TokenIndex, token_trie
+from kor_cli.grammar.index import token_trie
 from kor_cli.grammar.json_files import sibling_loader
 from kor_cli.grammar.json_location import LocationSpace, reorder
 from kor_cli.grammar.json_refs import Resolver
-from kor_cli.grammar.matcher import GrammarMatcher
-from kor_cli.grammar.pushdown import PushdownGrammar, PushdownMatcher
+from kor_cli.grammar.surface import GrammarMatcher, compile_grammar
 from kor_cli.grammar.vocab import TokenizerInfo
 
 REPO = Path(__file__).resolve().parents[1]
@@ -69,6 +69,7 @@ COMPETITORS = ("llguidance", "xgrammar")
 _tokenizer: Any = None
 _info: TokenizerInfo | None = None
 _engines: dict[str, Any] = {}  # competing engines' adapters, built before workers fork
+_NO_CACHE = Path(os.devnull) / "no-cache"  # a cache folder that cannot exist: cold masks
 
 
 def names(corpus: Path) -> list[str]:
@@ -240,13 +241,14 @@ def check(corpus: Path, name: str, conn: Any, timeout: float, engine: str = "kor
     row.update(status="compiled", compile_s=time.perf_counter() - start)
     conn.send(("compiled", row))
     assert _info is not None
-    if grammar.has_calls:  # rules (recursion, large values split off), built when reached
-        pushdown = PushdownGrammar(grammar.rules, _info)
-        make: Any = lambda: PushdownMatcher(pushdown)  # noqa: E731
-    else:
-        index = TokenIndex(grammar.dfa, _info)
-        make = lambda: GrammarMatcher(index)  # noqa: E731
-    make().allowed_mask()
+    try:  # the matcher surface (it picks the pushdown or the DFA engine), no disk cache
+        compiled = compile_grammar(grammar, _info, cache_dir=_NO_CACHE)
+        make: Any = lambda: GrammarMatcher(compiled)  # noqa: E731
+        make().fill_next_token_bitmask(np.zeros((1, compiled.words), dtype=np.int32), 0)
+    except GrammarError as error:  # the start rule went past a limit when built
+        row.update(status="refused", reason=reason(error) + " (a rule, when reached)")
+        conn.send(("done", {**row, "error": error.message}))
+        return
     row["first_mask_s"] = time.perf_counter() - start
     rejected: dict[str, list[str]] = {}
     walk = lambda text: _walk(make, text)  # noqa: E731

@@ -215,10 +215,14 @@ def compile_json_schema(
                 return _bounded(lambda: book.build(k), options)
 
             def view() -> ByteDFA:
-                inlined = book.inlined(options.max_recursion_depth)
-                return _bounded(lambda: compile_ast(inlined, options.max_states), options)
+                def inlined() -> ByteDFA:  # builds deferred bodies: under the limits too
+                    node = book.inlined(options.max_recursion_depth)
+                    return compile_ast(node, options.max_states)
+
+                return _bounded(inlined, options)
 
             rules = RuleSet(book.start, rule, book.names, key=f"{text} {options!r}")
+            rules.names = book.names  # rules found when deferred values are built get names
             rules.rule(rules.start)  # the others when first reached
 
             return Grammar(None, "json-schema", warnings, rules, view)

@@ -13,6 +13,15 @@ when the matcher first reaches them (`RuleSet.rule` builds lazily). Small schema
 rule: the very AST (and so the very DFA) of the whole-DFA engine; inlining every call gives
 that AST back in any case.
 
+Deferred values (`defer`, decided by `json_defer`): a large member value or item whose
+schema cannot refuse a keyword becomes a rule whose body is a thunk over (parts,
+location): its AST is built when the rule's body is first needed (`body`: the rule is
+built for the matcher, or its productivity is asked by a caller's rule), so a schema's
+compile costs about its top-level object, and the products inside a value are compiled
+only when generation reaches it. Deferred rules are memoized by conjunction, so a
+recursion through deferred values closes on the same rule; `inlined` finds such cycles
+on the call graph (`_cycles`).
+
 Under products (`not`, `oneOf`, `if`/`else`, `contains`, `uniqueItems`, `enum` beside
 constraints, `propertyNames`: whatever is compiled to a DFA and intersected or
 subtracted mid-compile) no call may appear: there the compiler unrolls recursion to
@@ -47,6 +56,7 @@ from kor_cli.grammar.ast import (
     repeat,
     seq,
 )
+from kor_cli.grammar.dfa_cache import _children
 from kor_cli.grammar.fsm import ByteDFA, compile_ast
 from kor_cli.grammar.json_keywords import Part
 from kor_cli.grammar.json_location import Location
@@ -79,10 +89,13 @@ class RuleBook:
         self.cyclic: set[int] = set()  # rules that (may) call themselves
         self._split: dict[int, int] = {}  # id(node) -> its rule (nodes kept in `bodies`)
         self._settled: dict[int, Node] = {}  # product node id -> its automaton (or NOTHING)
+        self._thunks: dict[Key, int] = {}  # deferred conjunction -> its rule
+        self._pending: dict[int, Callable[[], Node]] = {}  # deferred rule -> its builder
+        self.forced = 0  # deferred bodies built so far
 
     def conj(self, parts: list[Part], loc: Location, build: Callable[[], Node]) -> Node:
         """`build()`, or a call to the rule of this conjunction if it recurses."""
-        key: Key = (tuple((id(p.schema), p.skip, p.parent, p.synthetic) for p in parts), id(loc))
+        key = _key(parts, loc)
         found = self._rule_of.get(key)
         if found is not None:
             return Call(found)
@@ -104,6 +117,29 @@ class RuleBook:
         self._keep.append(parts)
         return Call(rule)
 
+    def defer(self, parts: list[Part], loc: Location, build: Callable[[], Node]) -> Node:
+        """A call to a rule whose body is `build()` (the conjunction `parts` at `loc`),
+        built when first needed (see the module docstring)."""
+        key = _key(parts, loc)
+        found = self._rule_of.get(key, self._thunks.get(key))
+        if found is not None:
+            return Call(found)
+        if key in self._open:  # being built right now: the recursion rule of `conj`
+            return self.conj(parts, loc, build)
+        rule = self._thunks[key] = self._new(_name(parts))
+        self._pending[rule] = build
+        self._keep.append(parts)
+        return Call(rule)
+
+    def body(self, rule: int) -> Node:
+        """The AST of `rule` (a deferred rule's built now, once)."""
+        build = self._pending.get(rule)
+        if build is not None:
+            self.bodies[rule] = build()  # on an error (a limit) it stays pending
+            del self._pending[rule]
+            self.forced += 1
+        return self.bodies[rule]
+
     def _new(self, name: str) -> int:
         rule = len(self.names) + 1  # 0 is kept for a start rule that is not recursive
         self.names[rule] = name
@@ -122,7 +158,7 @@ class RuleBook:
     @property
     def has_calls(self) -> bool:
         """True once a conjunction recursed or a value was split off (more than one rule)."""
-        return bool(self.cyclic or self._split)
+        return bool(self.cyclic or self._split or self._thunks)
 
     def finish(self, root: Node) -> bool:
         """Fix the start rule (`root`'s); False if it generates nothing."""
@@ -169,7 +205,7 @@ class RuleBook:
             if r in visiting:  # recursion: assume what the last round found
                 return known.get(r, False)
             visiting.add(r)
-            answer = done[r] = self._nonempty(self.bodies[r], ask, memo)
+            answer = done[r] = self._nonempty(self.body(r), ask, memo)
             visiting.discard(r)
             changed |= answer != known.get(r, False)
             known[r] = answer
@@ -242,7 +278,7 @@ class RuleBook:
         def leaf(c: Call) -> Node:
             return call(c.rule) if self.productive(c.rule) else NOTHING
 
-        return substitute(self.bodies[rule], leaf, self._settled)
+        return substitute(self.body(rule), leaf, self._settled)
 
     def build(self, rule: int) -> ByteDFA:
         """The DFA (with call markers) of `rule`, for `rules.RuleSet`."""
@@ -252,17 +288,18 @@ class RuleBook:
         """The start rule with calls inlined, recursive ones `depth` deep (deeper ones
         removed): the DFA view of the grammar (bounded if it recurses)."""
         memo: dict[tuple[int, int], Node] = {}
+        cyclic = self.cyclic | self._cycles()
 
         def expand(rule: int, left: int) -> Node:
             found = memo.get((rule, left))
             if found is None:
-                found = substitute(self.bodies[rule], inner(left), self._settled)
+                found = substitute(self.body(rule), inner(left), self._settled)
                 memo[(rule, left)] = found
             return found
 
         def inner(left: int) -> Callable[[Call], Node]:
             def leaf(c: Call) -> Node:
-                below = left - 1 if c.rule in self.cyclic else left
+                below = left - 1 if c.rule in cyclic else left
                 if below < 0 or not self.productive(c.rule):
                     return NOTHING
                 return expand(c.rule, below)
@@ -270,6 +307,47 @@ class RuleBook:
             return leaf
 
         return expand(self.start, depth)
+
+    def _cycles(self) -> set[int]:
+        """The rules reachable from the start that can call themselves again (through
+        deferred values; `cyclic` has those found while building). Builds their bodies."""
+        edges: dict[int, set[int]] = {}
+        todo = [self.start]
+        while todo:
+            rule = todo.pop()
+            if rule not in edges:
+                edges[rule] = callees(self.body(rule))
+                todo += edges[rule]
+        out = set()
+        for rule in edges:
+            seen, todo = set(), list(edges[rule])
+            while todo:
+                r = todo.pop()
+                if r not in seen:
+                    seen.add(r)
+                    todo += edges[r]
+            if rule in seen:
+                out.add(rule)
+        return out
+
+
+def callees(node: Node) -> set[int]:
+    """The rules `node` calls (products hold no calls)."""
+    out: set[int] = set()
+    seen: set[int] = set()
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        if id(n) not in seen and not isinstance(n, Product):
+            seen.add(id(n))
+            if isinstance(n, Call):
+                out.add(n.rule)
+            stack += _children(n)
+    return out
+
+
+def _key(parts: list[Part], loc: Location) -> Key:
+    return (tuple((id(p.schema), p.skip, p.parent, p.synthetic) for p in parts), id(loc))
 
 
 def substitute(

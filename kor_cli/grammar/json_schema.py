@@ -55,6 +55,7 @@ from kor_cli.grammar.ast import (
     literal,
 )
 from kor_cli.grammar.fsm import ByteDFA, compile_ast
+from kor_cli.grammar.json_defer import DeferPolicy
 from kor_cli.grammar.json_formats import FORMATS
 from kor_cli.grammar.json_keywords import Collector, Facts, Part
 from kor_cli.grammar.json_location import Location, LocationSpace, reorder
@@ -137,6 +138,7 @@ class SchemaCompiler:
         self.collector = Collector(self.resolver, self.active, max_recursion_depth)
         self.max_recursion_depth = max_recursion_depth
         self.rules = RuleBook(max_states)
+        self.defer = DeferPolicy(self.resolver)
         self.exact = 0  # > 0 while building what a product (DFA operation) will take
         self._any: dict[tuple[int, int], Node] = {}
         self._dfas: dict[int, tuple[Node, ByteDFA]] = {}
@@ -407,6 +409,8 @@ class SchemaCompiler:
     def member(self, parts: list[Part], loc: Location, pos: bool) -> Node:
         """The value of a member/item: all of `parts`, or any value if there are none."""
         if parts:
+            if pos and not self.exact and self.defer.deferrable(parts):  # built when reached
+                return self.rules.defer(parts, loc, lambda: self.conj(parts, loc, True))
             node = self.conj(parts, loc, pos)
             return self.rules.split(node, parts) if pos and not self.exact else node
         return self.any_value(loc, self.max_any_depth) if pos else self.loose()
