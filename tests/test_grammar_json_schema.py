@@ -476,7 +476,7 @@ def test_any_value_depth() -> None:
     ("schema", "keyword", "pointer"),
     [
         (
-            {"properties": {"t": {"type": "array", "uniqueItems": True}}},
+            {"properties": {"t": {"type": "array", "uniqueItems": True, "contains": {}}}},
             "uniqueItems",
             "/properties/t",
         ),
@@ -491,9 +491,9 @@ def test_any_value_depth() -> None:
             "/properties/o",
         ),
         (
-            {"anyOf": [{"type": "string"}, {"type": "array", "uniqueItems": True}]},
+            {"oneOf": [{"type": "string"}, {"type": "array", "uniqueItems": True}]},
             "uniqueItems",
-            "/anyOf/1",
+            "/oneOf/1",
         ),
         (
             {"$defs": {"a": {"$recursiveRef": "#"}}, "$ref": "#/$defs/a"},
@@ -517,7 +517,8 @@ def test_keywords_for_other_types_are_harmless() -> None:
 
 
 def test_lenient_drops_with_warning() -> None:
-    schema = {"type": "object", "properties": {"t": {"type": "array", "uniqueItems": True}}}
+    unique = {"type": "array", "uniqueItems": True, "contains": {}}  # under a product
+    schema = {"type": "object", "properties": {"t": unique}}
     grammar = compile_json_schema(schema, GrammarOptions(lenient=True))
     assert grammar.warnings and "uniqueItems" in grammar.warnings[0]
     assert "/properties/t" in grammar.warnings[0]

@@ -51,7 +51,9 @@ def test_verbose_on_a_schema_without_annotations(tmp_path: Path) -> None:
 UNENFORCEABLE = {
     "type": "object",
     "properties": {
-        "tags": {"type": "array", "items": {"type": "string"}, "uniqueItems": True},
+        "tags": {  # uniqueItems under contains (a product): not enforceable there
+            "type": "array", "items": {"type": "string"}, "uniqueItems": True, "contains": {},
+        },
         "n": {"not": {"const": 0}},
     },
 }

@@ -221,7 +221,8 @@ def compile_json_schema(
 
                 return _bounded(inlined, options)
 
-            rules = RuleSet(book.start, rule, book.names, key=f"{text} {options!r}")
+            key = f"{text} {options!r}"
+            rules = RuleSet(book.start, rule, book.names, key=key, checked=book.checked)
             rules.names = book.names  # rules found when deferred values are built get names
             rules.rule(rules.start)  # the others when first reached
 

@@ -7,6 +7,7 @@ instance `Location`, and the polarity `pos` (False: over-approximate, see
 
 from __future__ import annotations
 
+from contextlib import nullcontext
 from typing import TYPE_CHECKING
 
 from kor_cli.grammar.ast import (
@@ -28,6 +29,7 @@ from kor_cli.grammar.json_location import Location
 from kor_cli.grammar.json_numbers import any_number
 from kor_cli.grammar.json_unique import MAX_VALUES, distinct_sequence, finite_texts
 from kor_cli.grammar.json_values import BOOLEAN, NULL, string_node
+from kor_cli.grammar.unique_items import item_language
 
 if TYPE_CHECKING:
     from kor_cli.grammar.json_schema import SchemaCompiler
@@ -63,7 +65,7 @@ def _member(c: SchemaCompiler, name: str, value: Node) -> Node:
 
 def array(c: SchemaCompiler, facts: Facts, loc: Location, pos: bool) -> Node:
     """Arrays satisfying the conjunction's array keywords."""
-    if facts.contains or (pos and facts.unique):  # intersected: built without calls
+    if facts.contains or (pos and facts.unique and c.exact):  # intersected: without calls
         with c.exactly():
             return _array(c, facts, loc, pos)
     return _array(c, facts, loc, pos)
@@ -82,35 +84,53 @@ def _array(c: SchemaCompiler, facts: Facts, loc: Location, pos: bool) -> Node:
         width = min(width, hi)
     item_loc = loc.item()
     tail_parts = [a.items for a in parts if isinstance(a.items, Part)]
-    if not parts:
-        tail = c.any_value(item_loc, c.max_any_depth - 1) if pos else c.loose()
-    else:
-        tail = c.member(tail_parts, item_loc, pos)
-    elements = [c.member(_at(parts, j), item_loc, pos) for j in range(width)]
+    with c.exactly() if pos and facts.unique else nullcontext():  # items: one DFA each
+        if not parts:
+            tail = c.any_value(item_loc, c.max_any_depth - 1) if pos else c.loose()
+        else:
+            tail = c.member(tail_parts, item_loc, pos)
+        elements = [c.member(_at(parts, j), item_loc, pos) for j in range(width)]
     node = seq(OPEN_BRACKET, _sequence(c, elements, tail, lo, hi), CLOSE_BRACKET)
     if facts.contains:
         node = _containing(c, facts, node, tail_parts, item_loc, pos)
     if pos and facts.unique and (hi is None or hi > 1):
-        node = _unique(c, facts, node, tail, parts)
+        node = _unique(c, facts, node, tail, bool(width), lo, hi)
     return node
 
 
 def _unique(
-    c: SchemaCompiler, facts: Facts, node: Node, item: Node, parts: list[ArrayPart]
+    c: SchemaCompiler, facts: Facts, node: Node, item: Node, prefix: bool, lo: int, hi: int | None
 ) -> Node:
-    """`node` ∩ arrays whose items are distinct, when items have few possible values."""
-    texts = None
-    if not any(a.prefix for a in parts):
-        settled = c.settle(item)[0]
-        if is_nothing(settled):  # no item can exist: only the empty array
-            return intersect(node, seq(OPEN_BRACKET, CLOSE_BRACKET))
-        texts = finite_texts(settled.dfa)
-    if texts is None:
-        message = f"'uniqueItems' needs items with at most {MAX_VALUES} possible values"
-        c.fail("uniqueItems", facts.unique[0], message)
+    """`node` ∩ arrays whose items are distinct: a DFA when items have few possible values,
+    else an array rule checked at run time (`unique_check`; not under products)."""
+    pointer = facts.unique[0]
+    if prefix:
+        c.fail("uniqueItems", pointer, "'uniqueItems' with prefixItems is not supported")
         return node
-    content = Automaton(distinct_sequence(texts, c.item_sep_text.encode()))
-    return intersect(node, seq(OPEN_BRACKET, content, CLOSE_BRACKET))
+    settled = c.settle(item)[0]
+    if is_nothing(settled):  # no item can exist: only the empty array
+        return intersect(node, seq(OPEN_BRACKET, CLOSE_BRACKET))
+    texts = finite_texts(settled.dfa)
+    if texts is not None:
+        content = Automaton(distinct_sequence(texts, c.item_sep_text.encode()))
+        return intersect(node, seq(OPEN_BRACKET, content, CLOSE_BRACKET))
+    if c.exact:
+        message = (
+            f"'uniqueItems' under not/oneOf/if/contains needs items with at most {MAX_VALUES} "
+            "possible values (elsewhere it is checked at run time)"
+        )
+        c.fail("uniqueItems", pointer, message)
+        return node
+    if not item_language(settled.dfa).at_least(lo):
+        return NOTHING  # fewer distinct values than minItems
+
+    def array(call: Node) -> Node:
+        return seq(OPEN_BRACKET, repeat(call, lo, hi, c.item_sep), CLOSE_BRACKET)
+
+    # the DFA view (for DFA-only consumers) under-approximates: at most one item
+    view = seq(OPEN_BRACKET, repeat(settled, lo, 1), CLOSE_BRACKET)
+    name = pointer if "#" in pointer else "#" + pointer
+    return c.rules.checked_array(settled, array, view if lo <= 1 else NOTHING, name)
 
 
 def _containing(

@@ -92,6 +92,8 @@ class RuleBook:
         self._thunks: dict[Key, int] = {}  # deferred conjunction -> its rule
         self._pending: dict[int, Callable[[], Node]] = {}  # deferred rule -> its builder
         self.forced = 0  # deferred bodies built so far
+        self.checked: dict[int, int] = {}  # uniqueItems array rule -> item rule (`unique_check`)
+        self._views: dict[int, Node] = {}  # what the DFA view inlines for a checked array
 
     def conj(self, parts: list[Part], loc: Location, build: Callable[[], Node]) -> Node:
         """`build()`, or a call to the rule of this conjunction if it recurses."""
@@ -155,10 +157,24 @@ class RuleBook:
             self.bodies[rule] = node
         return Call(rule)
 
+    def checked_array(
+        self, item: Node, array: Callable[[Node], Node], view: Node, name: str
+    ) -> Node:
+        """A call to a `uniqueItems` array rule, `array(call to the item rule)`, checked at
+        run time; `view` (call-free, an under-approximation) stands for it in the DFA view."""
+        item_rule = self._new(name + "/items")
+        self.bodies[item_rule] = item
+        rule = self._new(name)
+        self.bodies[rule] = array(Call(item_rule))
+        self.checked[rule] = item_rule
+        self._views[rule] = view
+        return Call(rule)
+
     @property
     def has_calls(self) -> bool:
-        """True once a conjunction recursed or a value was split off (more than one rule)."""
-        return bool(self.cyclic or self._split or self._thunks)
+        """True once a conjunction recursed, a value was split off or deferred, or an array
+        is checked (more than one rule)."""
+        return bool(self.cyclic or self._split or self._thunks or self.checked)
 
     def finish(self, root: Node) -> bool:
         """Fix the start rule (`root`'s); False if it generates nothing."""
@@ -299,6 +315,8 @@ class RuleBook:
 
         def inner(left: int) -> Callable[[Call], Node]:
             def leaf(c: Call) -> Node:
+                if c.rule in self._views:
+                    return self._views[c.rule]
                 below = left - 1 if c.rule in cyclic else left
                 if below < 0 or not self.productive(c.rule):
                     return NOTHING

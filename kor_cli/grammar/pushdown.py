@@ -155,7 +155,15 @@ class PushdownGrammar:
 
 
 class PushdownMatcher(HistoryMatcher[Config]):
-    """One request's position in a `PushdownGrammar`, advanced token by token."""
+    """One request's position in a `PushdownGrammar`, advanced token by token. Over rules
+    with checked `uniqueItems` arrays it is a `unique_matcher.UniqueMatcher`."""
+
+    def __new__(cls, grammar: PushdownGrammar) -> PushdownMatcher:
+        if cls is PushdownMatcher and grammar.rules.checked:
+            from kor_cli.grammar.unique_matcher import UniqueMatcher
+
+            return super().__new__(UniqueMatcher)
+        return super().__new__(cls)
 
     def __init__(self, grammar: PushdownGrammar) -> None:
         if grammar.dead:
@@ -193,9 +201,15 @@ class PushdownMatcher(HistoryMatcher[Config]):
         """Hashable; equal keys have equal masks."""
         return (self._finished, self.config)
 
+    def _words(self) -> np.ndarray:
+        """The allowed tokens' packed words (cached and shared: do not modify)."""
+        return self.grammar.words(frozenset() if self._finished else self.config)
+
     def packed_mask(self) -> np.ndarray:
         """The allowed tokens as packed uint32 words (token i: bit i % 32 of word i // 32)."""
-        return self.grammar.mask(frozenset() if self._finished else self.config)
+        view = self._words().view()
+        view.flags.writeable = False
+        return view
 
     def allowed_mask(self) -> np.ndarray:
         """Bool [vocab_size]: the tokens allowed next."""
@@ -211,7 +225,7 @@ class PushdownMatcher(HistoryMatcher[Config]):
         array = bitmask if isinstance(bitmask, np.ndarray) else bitmask.numpy()
         if array.ndim == 1:
             array, row = array[None], 0
-        write_row(array, row, None if self._finished else self.grammar.words(self.config))
+        write_row(array, row, None if self._finished else self._words())
 
     def forced_bytes(self, limit: int = FORCED_LIMIT) -> bytes:
         """The longest byte string that is the only way forward (b"" at a branch/accept)."""

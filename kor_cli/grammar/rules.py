@@ -179,13 +179,17 @@ class RuleSet:
         build: Callable[[int], ByteDFA],
         names: Mapping[int, str] = MappingProxyType({}),
         key: str | None = None,
+        checked: Mapping[int, int] = MappingProxyType({}),
     ) -> None:
+        """`checked`: array rule → item rule of the `uniqueItems` arrays the matcher checks
+        at run time (`unique_check`)."""
         if not 0 <= start < MAX_RULES:
             raise GrammarError(f"rule id {start} is out of range (at most {MAX_RULES - 1} rules)")
         self.start = start
         self._build = build
         self.names = dict(names)
         self._key = key
+        self.checked = dict(checked)
         self._rules: dict[int, Rule] = {}
         self._nullable: dict[int, bool] = {}
         self._visiting: list[int] = []
@@ -211,7 +215,7 @@ class RuleSet:
         def build(rule_id: int) -> ByteDFA:
             return compile_ast(root(call(start))) if rule_id == new_id else parent_build(rule_id)
 
-        out = RuleSet(new_id, build, {**self.names, new_id: name})
+        out = RuleSet(new_id, build, {**self.names, new_id: name}, checked=self.checked)
         out._rules, out._nullable, out.free = dict(self._rules), dict(self._nullable), new_id - 1
         root_rule = out.rule(new_id)
         out._key = (
@@ -330,6 +334,8 @@ class RuleSet:
     def key(self) -> str:
         """A stable fingerprint of the grammar (for caches)."""
         digest = hashlib.sha256(f"{_FORMAT} {self.start}".encode())
+        if self.checked:
+            digest.update(f" checked {sorted(self.checked.items())}".encode())
         if self._key is not None:
             digest.update(b" key " + self._key.encode())
             return digest.hexdigest()

@@ -1,0 +1,268 @@
+"""`uniqueItems` over items with many values, enforced at run time on the pushdown matcher
+(`kor_cli.grammar.unique_check`): no accepted output holds two equal items, every valid
+array is accepted, masks are exact (the small-finite DFA path is an independent oracle;
+the candidate filter is checked against walking every token), no dead ends, rollback."""
+
+from __future__ import annotations
+
+import json
+from fractions import Fraction
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kor_cli.errors import GrammarError
+from kor_cli.grammar import json_containers
+from kor_cli.grammar.compile import GrammarOptions, compile_json_schema, serialize
+from kor_cli.grammar.pushdown import PushdownGrammar, PushdownMatcher
+from kor_cli.grammar.unique_matcher import UniqueMatcher
+from kor_cli.grammar.vocab import TokenizerInfo
+
+SCHEMAS: dict[str, dict[str, Any]] = {
+    "strings": {"type": "array", "items": {"type": "string", "maxLength": 3}, "uniqueItems": True},
+    "numbers": {"type": "array", "items": {"type": "number"}, "uniqueItems": True},
+    "enum10": {
+        "type": "array", "items": {"enum": list("abcdefghij")}, "uniqueItems": True,
+        "minItems": 2,
+    },
+    "bounded": {
+        "type": "array", "items": {"type": "number", "minimum": 0, "maximum": 2},
+        "uniqueItems": True, "maxItems": 4,
+    },
+    "mixed": {"type": "array", "items": {"type": ["boolean", "integer"]}, "uniqueItems": True},
+    "objects": {
+        "type": "array", "uniqueItems": True,
+        "items": {"type": "object", "properties": {"a": {"type": "integer"},
+                                                     "b": {"type": "boolean"}}},
+    },
+    "nested": {
+        "type": "object", "properties": {"tags": {
+            "type": "array", "items": {"type": "string"}, "uniqueItems": True, "minItems": 1}},
+        "required": ["tags"],
+    },
+}  # fmt: skip
+ITEMS: dict[str, st.SearchStrategy[Any]] = {
+    "strings": st.text('ab"é', max_size=3),
+    "numbers": st.one_of(st.integers(-3, 3), st.sampled_from([0.5, 1.0, -2.0, 1e20])),
+    "enum10": st.sampled_from(list("abcdefghij")),
+    "bounded": st.sampled_from([0, 1, 2, 0.5, 1.0, 1.5, 2.0, 0.25]),
+    "mixed": st.one_of(st.booleans(), st.integers(-2, 2)),
+    "objects": st.fixed_dictionaries({}, optional={"a": st.integers(0, 2), "b": st.booleans()}),
+}
+# a vocabulary with every byte and tokens that cross items: `","`, `1,1`, `"]`, ...
+MULTI = [b'","', b'"]', b"1,1", b"0,0", b"[1,1]", b'["', b'"a"', b'"a","a"', b"true,", b'"},{"',
+         b',"', b"a", b"ab", b'":', b"1.0", b"e0", b'{"a":1}', b'[""', b"tr", b"ue"]  # fmt: skip
+TOY = TokenizerInfo([bytes([b]) for b in range(256)] + MULTI + [None], stop_ids=[256 + len(MULTI)])
+
+
+def _checked(name: str) -> PushdownGrammar:
+    grammar = compile_json_schema(SCHEMAS[name])
+    assert grammar.has_calls and grammar.rules.checked
+    return PushdownGrammar(grammar.rules, TOY)
+
+
+def _exact(value: Any) -> Any:
+    """A hashable form equal for equal JSON values (numbers as exact fractions)."""
+    if isinstance(value, bool):
+        return ("b", value)
+    if isinstance(value, (int, Fraction)):
+        return ("n", Fraction(value))
+    if isinstance(value, list):
+        return ("a", tuple(_exact(v) for v in value))
+    if isinstance(value, dict):
+        return ("o", frozenset((k, _exact(v)) for k, v in value.items()))
+    return ("v", value)
+
+
+def _valid_and_distinct(text: bytes, schema: dict[str, Any]) -> bool:
+    """The output validates (jsonschema) and no array in it holds equal items, compared
+    exactly (jsonschema compares Python floats: 3e-99999 == 0.0 there)."""
+    jsonschema.validate(
+        json.loads(text), json.loads(json.dumps(schema).replace("uniqueItems", "x"))
+    )
+    exact = json.loads(text, parse_float=Fraction)
+    arrays = [exact] if isinstance(exact, list) else list(exact.values())
+    return all(len({_exact(v) for v in a}) == len(a) for a in arrays)
+
+
+@pytest.mark.parametrize("name", sorted(ITEMS))
+@settings(max_examples=60, deadline=None)
+@given(data=st.data())
+def test_accepted_iff_valid(name: str, data: st.DataObject) -> None:
+    schema = SCHEMAS[name]
+    items = data.draw(st.lists(ITEMS[name], max_size=5))
+    text = serialize(json.loads(json.dumps(items, sort_keys=True))).encode()  # schema order
+    valid = jsonschema.Draft202012Validator(schema).is_valid(items)
+    assert compile_json_schema(schema).accepts(text) == valid, text
+
+
+def _allowed_by_walking(matcher: UniqueMatcher) -> np.ndarray:
+    """The brute-force mask: every token walked with the uniqueness check."""
+    grammar, checks = matcher.grammar, matcher.masks.checks
+    out = np.zeros(grammar.vocab_size, dtype=bool)
+    for token, data in enumerate(grammar.info.token_bytes):
+        if data:
+            out[token] = bool(checks.walk(matcher.uconfig, data))
+    if matcher.is_accepting:
+        out[list(grammar.info.stop_ids)] = True
+    return out
+
+
+def _walk(matcher: Any, rng: np.random.Generator, check: Any = None, limit: int = 400) -> bytes:
+    """A random walk over the masks to a stop token (fails on a dead end)."""
+    info = matcher.grammar.info
+    out = bytearray()
+    for step in range(limit):
+        allowed = matcher.allowed_mask()
+        if check is not None:
+            check(matcher, allowed)
+        choices = np.flatnonzero(allowed)
+        assert len(choices), f"dead end after {bytes(out)!r}"
+        stops = [t for t in choices if info.token_bytes[t] is None]
+        if stops and (step > limit // 2 or rng.random() < 0.2):
+            assert matcher.accept_token(int(stops[0]))
+            return bytes(out)
+        closers = [t for t in choices if info.token_bytes[t] and info.token_bytes[t][-1:] in b']"}']
+        pool = closers if step > 8 and closers and rng.random() < 0.5 else choices
+        token = int(rng.choice(pool))
+        assert matcher.accept_token(token)
+        if info.token_bytes[token] is None:
+            return bytes(out)
+        out += info.token_bytes[token]
+    raise AssertionError(f"no end after {limit} tokens: {bytes(out)!r}")
+
+
+@pytest.mark.parametrize("name", sorted(SCHEMAS))
+def test_random_walks_end_and_validate(name: str) -> None:
+    grammar = _checked(name)
+    rng = np.random.default_rng(7)
+    for _ in range(15):
+        matcher = PushdownMatcher(grammar)
+        assert isinstance(matcher, UniqueMatcher)
+        text = _walk(matcher, rng)
+        assert _valid_and_distinct(text, SCHEMAS[name]), text
+
+
+@pytest.mark.parametrize("name", ["strings", "enum10", "bounded", "mixed"])
+def test_masks_equal_walking_every_token(name: str) -> None:
+    grammar = _checked(name)
+
+    def check(matcher: Any, allowed: np.ndarray) -> None:
+        want = _allowed_by_walking(matcher)
+        assert np.array_equal(allowed, want), np.flatnonzero(allowed != want)[:10]
+
+    rng = np.random.default_rng(3)
+    for _ in range(4):
+        _walk(PushdownMatcher(grammar), rng, check, limit=60)
+
+
+def test_masks_equal_the_small_finite_dfa(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An enum of 4 values: the exact distinct-sequence DFA and the run-time check allow the
+    same tokens everywhere (minItems 3: the check must count unused values)."""
+    schema = {"type": "array", "items": {"enum": ["x", "y", 1, 1.5]}, "uniqueItems": True,
+              "minItems": 3}  # fmt: skip
+    exact = compile_json_schema(schema, GrammarOptions(max_states=50_001))
+    assert not exact.has_calls
+    monkeypatch.setattr(json_containers, "finite_texts", lambda dfa: None)
+    checked = compile_json_schema(schema, GrammarOptions(max_states=50_002))
+    assert checked.rules.checked
+    dfa_matcher = PushdownMatcher(PushdownGrammar(exact.rules, TOY))
+    run_matcher = PushdownMatcher(PushdownGrammar(checked.rules, TOY))
+    rng = np.random.default_rng(5)
+    for _ in range(20):
+        dfa_matcher.reset()
+        run_matcher.reset()
+        for _ in range(40):
+            want, got = dfa_matcher.allowed_mask(), run_matcher.allowed_mask()
+            assert np.array_equal(want, got), np.flatnonzero(want != got)
+            token = int(rng.choice(np.flatnonzero(want)))
+            assert dfa_matcher.accept_token(token) and run_matcher.accept_token(token)
+            if dfa_matcher.is_finished:
+                break
+
+
+def test_rollback_restores_the_used_values() -> None:
+    matcher = PushdownMatcher(_checked("strings"))
+    assert matcher.accept_bytes(b'["a","b"')
+    used = matcher.uconfig
+    comma = 256 + MULTI.index(b',"')
+    assert matcher.accept_token(comma) and matcher.accept_bytes(b'c"')
+    assert not matcher.accept_bytes(b',"a"')
+    matcher.rollback(2)
+    assert matcher.uconfig == used
+    assert not matcher.accept_bytes(b',"b"')
+    assert matcher.accept_bytes(b',"c"]')
+    matcher.rollback(1)
+    assert matcher.uconfig == used and not matcher.allowed_mask()[256 + MULTI.index(b'"a","a"')]
+
+
+def test_a_token_holding_two_equal_items_is_refused() -> None:
+    matcher = PushdownMatcher(_checked("numbers"))
+    assert not matcher.allowed_mask()[256 + MULTI.index(b"[1,1]")]
+    assert matcher.accept_bytes(b"[")
+    assert matcher.allowed_mask()[256 + MULTI.index(b"1,1")]  # [1,12] may follow
+    assert matcher.accept_bytes(b"1.0,2")
+    assert not matcher.accept_bytes(b",1]") and matcher.accept_bytes(b",3]")
+
+
+def test_a_token_finishing_a_duplicate_string_is_refused() -> None:
+    matcher = PushdownMatcher(_checked("strings"))
+    assert matcher.accept_bytes(b"[")
+    assert not matcher.allowed_mask()[256 + MULTI.index(b'"a","a"')]
+    assert matcher.accept_bytes(b'"a",')
+    assert not matcher.allowed_mask()[256 + MULTI.index(b'"a"')]
+    assert matcher.allowed_mask()[ord('"')]
+    assert matcher.accept_bytes(b'"')
+    assert matcher.allowed_mask()[ord("a")]  # "ab" may follow
+    assert not matcher.accept_bytes(b'a"') and matcher.accept_bytes(b'ab"')
+
+
+def test_finite_items_stop_when_every_value_is_used() -> None:
+    matcher = PushdownMatcher(_checked("enum10"))
+    text = b"[" + b",".join(b'"%c"' % c for c in b"abcdefghij")
+    assert matcher.accept_bytes(text)
+    assert matcher.forced_bytes() == b"]"
+
+
+def test_under_a_product_it_stays_a_named_refusal() -> None:
+    items = {"type": "array", "items": {"type": "string"}, "uniqueItems": True}
+    with pytest.raises(GrammarError, match="uniqueItems"):
+        compile_json_schema({"not": {"type": "null"}, **items, "oneOf": [items, {"minItems": 9}]})
+
+
+def test_fewer_values_than_min_items_is_empty() -> None:
+    schema = {"type": "array", "items": {"enum": list("abcdefg")}, "uniqueItems": True,
+              "minItems": 8}  # fmt: skip
+    with pytest.raises(GrammarError, match="matches no"):
+        compile_json_schema(schema)
+
+
+SCHEMASTORE = Path(__file__).resolve().parents[1] / "../shared/testdata/schemastore"
+
+
+@pytest.mark.skipif(not SCHEMASTORE.is_dir(), reason="SchemaStore test data absent")
+def test_schemastore_cheatsheets_duplicate_tags_is_rejected() -> None:
+    schema = json.loads((SCHEMASTORE / "schemas/cheatsheets.json").read_text())
+    grammar = compile_json_schema(schema, GrammarOptions(ref_dir=str(SCHEMASTORE / "schemas")))
+    bad = json.loads((SCHEMASTORE / "invalid/cheatsheets/duplicate-tags.json").read_text())
+    assert not grammar.accepts(serialize(bad).encode())
+    for good in sorted((SCHEMASTORE / "valid/cheatsheets").glob("*.json")):
+        assert grammar.accepts(serialize(json.loads(good.read_text())).encode()), good.name
+
+
+@pytest.mark.slow
+def test_qwen_masks_equal_walking_every_token(
+    tokenizer_info_factory: Any,
+) -> None:
+    info = tokenizer_info_factory("qwen")
+    grammar = PushdownGrammar(compile_json_schema(SCHEMAS["nested"]).rules, info)
+    matcher = PushdownMatcher(grammar)
+    assert matcher.accept_bytes(b'{"tags":["ab","c"')
+    for extra in (b"", b',"a', b"b"):  # between items, in a new one, at a used prefix
+        assert matcher.accept_bytes(extra)
+        assert np.array_equal(matcher.allowed_mask(), _allowed_by_walking(matcher))
