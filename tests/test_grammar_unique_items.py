@@ -266,3 +266,17 @@ def test_qwen_masks_equal_walking_every_token(
     for extra in (b"", b',"a', b"b"):  # between items, in a new one, at a used prefix
         assert matcher.accept_bytes(extra)
         assert np.array_equal(matcher.allowed_mask(), _allowed_by_walking(matcher))
+
+
+def test_the_disk_cache_keeps_the_check(tmp_path: Path) -> None:
+    from kor_cli.grammar.rule_cache import CachedRules, save_cached_rules
+    from kor_cli.grammar.surface import cached_grammar
+
+    schema = {**SCHEMAS["nested"], "title": "disk"}
+    source = ["json-schema", json.dumps(schema), "test"]
+    first = cached_grammar(source, lambda: compile_json_schema(schema), cache_dir=tmp_path)
+    assert first.accepts(b'{"tags":["a","b"]}')  # builds the array's rules
+    save_cached_rules()
+    second = cached_grammar(source, lambda: compile_json_schema(schema), cache_dir=tmp_path)
+    assert isinstance(second.rules, CachedRules) and second.rules.checked
+    assert not second.accepts(b'{"tags":["a","a"]}') and second.accepts(b'{"tags":["b","a"]}')

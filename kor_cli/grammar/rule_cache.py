@@ -64,7 +64,10 @@ class CachedRules(RuleSet):
         fresh: Callable[[], RuleSet],
     ) -> None:
         names = {int(k): str(v) for k, v in meta["names"].items()}
-        super().__init__(int(meta["start"]), self._fresh_body, names, str(meta["key"]))
+        checked = {int(a): int(i) for a, i in meta.get("checked", [])}
+        super().__init__(
+            int(meta["start"]), self._fresh_body, names, str(meta["key"]), checked=checked
+        )
         self.free = int(meta["free"])
         for rule_id, rule, nullable in rules:
             self.seed(rule_id, rule, nullable)
@@ -153,6 +156,7 @@ def save_rules(path: Path, rules: RuleSet, extra: dict[str, Any]) -> bool:
         "names": {str(k): v for k, v in rules.names.items()},
         "key": rules.key(),
         "free": rules.free,
+        "checked": sorted(rules.checked.items()),  # uniqueItems arrays checked at run time
         "extra": extra,
     }
     written = write_arrays(
