@@ -53,7 +53,7 @@ CASES: dict[str, dict] = {
     "maxContains": {**ARR, "contains": {"const": 3}, "maxContains": 1},
     "unevaluatedItems": {"type": "array", "prefixItems": [INT], "unevaluatedItems": False},
     "unevaluatedProperties": {**OBJ, "unevaluatedProperties": False},
-    "uniqueItems": {"type": "array", "items": {"enum": ["x", "y"]}, "uniqueItems": True},
+    "uniqueItems": {"type": "array", "items": {"type": "string"}, "uniqueItems": True},
     "minLength": {"type": "string", "minLength": 2},
     "maxLength": {"type": "string", "maxLength": 4},
     "pattern": {"type": "string", "pattern": "^[a-z]+[0-9]?$"},

@@ -13,7 +13,8 @@ Semantics and choices:
   allow other members after the declared ones. `{}`/`true` is any JSON value nested at
   most `max_any_depth` deep.
 - Arrays follow the spec: without `items`, further items are any values. `contains`
-  (with min/maxContains) is exact; `uniqueItems` only for items with few possible values.
+  (with min/maxContains) is exact; `uniqueItems` too (a DFA for items with few values, else
+  checked at run time by the pushdown matcher, `unique_check`; refused under products).
 - `$ref` (local pointers, anchors, `$id`s in the document): recursion becomes rules that
   call each other (`json_rules`; unbounded depth on the pushdown matcher). Under products
   (`not`, `oneOf`, `if`/`else`, `contains`, `uniqueItems`, ...: see `exactly`) recursion

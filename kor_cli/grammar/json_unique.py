@@ -4,13 +4,13 @@ Canonical texts are equal exactly when values are equal, so "no value twice" is 
 property of the texts: an automaton that remembers which values were used (2**k sets,
 k values) accepts exactly the separated sequences of distinct values.
 
-Items with more possible values (free strings, objects, enums past `MAX_VALUES`) are a
-named refusal, on purpose: "no two items equal" over unbounded values is not a regular
-(nor context-free) language, so a grammar could only over-approximate it (accept a
-finished array holding a duplicate: a false accept) or under-approximate it (forbid valid
-arrays, e.g. every array of two items). `--lenient` drops the keyword with a warning; the
-validator then re-checks the record, so a duplicate fails validation like any other
-invalid record. (llguidance refuses `uniqueItems` the same way; XGrammar ignores it.)
+Items with more possible values (free strings, objects, enums past `MAX_VALUES`) cannot be
+a regular (nor context-free) language: a grammar could only over-approximate it (a false
+accept) or under-approximate it (forbid valid arrays). There the array becomes a rule the
+pushdown matcher checks at run time (`unique_check`), except under a whole-DFA product
+(`not`, `oneOf`, `if`, `contains`), where it is a named refusal (`--lenient` drops it with a
+warning; the validator then re-checks the record). llguidance refuses `uniqueItems` over
+many values; XGrammar ignores it.
 """
 
 from __future__ import annotations
