@@ -202,12 +202,19 @@ class FrameMasks:
         has_call = np.zeros(size, dtype=bool)
         has_call[list(table.calls)] = True
         accepting = np.asarray(table.accepting, dtype=bool)
-        live = accepting | has_call
+        crossing_states = accepting | has_call
+        # the table is pruned: a state is live iff it reads a byte, accepts or calls
+        live = crossing_states | table.table.any(axis=1)
+        live[0] = False
         start, root = max(table.start, 1), self.cache_dir
-        by_bytes = TokenIndex(_TableDFA(table.table, live, start, "bytes"), self.info, root)
+        dfa = _TableDFA(table.table, crossing_states, start, "bytes")
+        by_bytes = TokenIndex(dfa, self.info, root, live)
         crossing = None
         if self._calls:
-            crossing = TokenIndex(_crossing_dfa(table.table, live), self.info, root)
+            both = np.concatenate((live, live, [True]))  # a copy reads as its state; X lives
+            crossing = TokenIndex(
+                _crossing_dfa(table.table, crossing_states), self.info, root, both
+            )
         found = self._indexes[rule_id] = _RuleIndexes(by_bytes, crossing, size)
         return found
 

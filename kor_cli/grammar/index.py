@@ -97,7 +97,15 @@ class TokenIndex:
     returned here are shared caches: read-only numpy views; do not modify the tensors.
     """
 
-    def __init__(self, dfa: Any, info: TokenizerInfo, cache_dir: Path | str | None = None) -> None:
+    def __init__(
+        self,
+        dfa: Any,
+        info: TokenizerInfo,
+        cache_dir: Path | str | None = None,
+        live: np.ndarray | None = None,
+    ) -> None:
+        """`live` (optional): the states that can reach an accepting state, when the caller
+        knows them (else they are computed)."""
         table = np.asarray(dfa.transitions, dtype=np.int32)
         if table.ndim != 2 or table.shape[1] != 256 or not 0 < len(table) < _MAX_STATES:
             raise ValueError(
@@ -113,8 +121,9 @@ class TokenIndex:
         self._bool: dict[int, np.ndarray] = {}
         self._tensors: dict[tuple[int, str], Any] = {}
         self.cache_path = _cache_path(cache_dir, dfa, info) if cache_dir is not None else None
-        live = self._load(self.cache_path) if self.cache_path is not None else None
+        cached = self._load(self.cache_path) if self.cache_path is not None else None
         self._saved = len(self._packed)
+        live = cached if cached is not None else live
         if live is None:
             live = live_states(table, np.asarray(dfa.accepting, dtype=bool))
         self._live = live

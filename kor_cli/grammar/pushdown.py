@@ -104,13 +104,16 @@ class PushdownGrammar:
             frame = frames.get(rule_id, state)
             words |= frame.stays
             follow = stacks.next_bytes((below,)) & frame.escape_bytes if frame.escapes else 0
+            read: list[int] = []
             while follow:  # the escapes whose first byte after the frame the caller reads
                 byte = follow.bit_length() - 1
                 follow ^= 1 << byte
                 for escape in frame.escapes[byte]:
                     if self._reads(below, escape.suffix):
-                        for token in escape.tokens:
-                            words[token >> 5] |= np.uint32(1 << (token & 31))
+                        read += escape.tokens
+            if read:
+                ids = np.asarray(read, dtype=np.int64)
+                np.bitwise_or.at(words, ids >> 5, np.left_shift(1, ids & 31).astype("<u4"))
             if not frame.ends:
                 break
             at = below

@@ -37,6 +37,7 @@ EMPTY = 0  # below the root frame
 CONTEXT = 1  # below a base frame of unknown caller
 REACHES_EMPTY = 1  # closure flags
 REACHES_CONTEXT = 2
+_MAX_CONFIG_STEPS = 1 << 18  # cached configuration steps (cleared when full)
 
 Config = frozenset[int]
 
@@ -97,6 +98,8 @@ class Stacks:
             CONTEXT: ((), REACHES_CONTEXT),
         }
         self._steps: dict[int, Config] = {}
+        self._config_steps: dict[tuple[Config, int], Config] = {}  # `classify`'s walks
+        self._context_ends: dict[Config, bool] = {}
 
     def table(self, rule_id: int) -> RuleTable:
         """The pruned tables of a rule (built on first use)."""
@@ -178,14 +181,35 @@ class Stacks:
         """The configuration after reading `data` (empty: it cannot be read)."""
         current = frozenset(config)
         for byte in data:
-            if len(current) == 1:
-                (only,) = current
-                current = self.step(only, byte)
-            else:
-                current = frozenset().union(*(self.step(s, byte) for s in current))
+            current = self._config_step(current, byte)
             if not current:
                 break
         return current
+
+    def _config_step(self, config: Config, byte: int) -> Config:
+        """One byte from a configuration (cached per configuration and byte)."""
+        key = (config, byte)
+        found = self._config_steps.get(key)
+        if found is None:
+            if len(config) == 1:
+                (only,) = config
+                found = self.step(only, byte)
+            else:
+                found = frozenset().union(*(self.step(s, byte) for s in config))
+            if len(self._config_steps) >= _MAX_CONFIG_STEPS:
+                self._config_steps.clear()
+            self._config_steps[key] = found
+        return found
+
+    def _ends_context(self, config: Config) -> bool:
+        """True when some stack of `config` can end its base frame (reach CONTEXT)."""
+        found = self._context_ends.get(config)
+        if found is None:
+            found = any(self.closure(s)[1] & REACHES_CONTEXT for s in config)
+            if len(self._context_ends) >= _MAX_CONFIG_STEPS:
+                self._context_ends.clear()
+            self._context_ends[config] = found
+        return found
 
     def accepting(self, config: Iterable[int]) -> bool:
         """True when the grammar can end here (a stop token is allowed)."""
@@ -222,13 +246,9 @@ class Stacks:
             for at in range(common, len(data)):
                 if not current:
                     break
-                byte = data[at]
-                nxt: set[int] = set()
-                for stack in current:
-                    if at and self.closure(stack)[1] & REACHES_CONTEXT:
-                        follow |= 1 << at
-                    nxt.update(self.step(stack, byte))
-                current = frozenset(nxt)
+                if at and self._ends_context(current):
+                    follow |= 1 << at
+                current = self._config_step(current, data[at])
                 path.append((current, follow))
             previous = data[: len(path) - 1]
             if current:
