@@ -132,3 +132,18 @@ def test_broken_files_are_ignored(tmp_path: Path) -> None:
     again = cached_grammar(["tree"], build, cache_dir=tmp_path)
     assert build.count == 1 and not isinstance(again.rules, CachedRules)
     assert masks_along(compile_grammar(again, INFO, cache_dir=tmp_path)) == fresh_masks()
+
+
+def test_a_record_grammar_read_back_finds_its_missing_rules(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from kor_cli.constrain import record_grammar
+
+    monkeypatch.setenv("KOR_CLI_CACHE", str(tmp_path))
+    schema = {**SCHEMA, "title": "record"}
+    text = b" <json>" + TEXT.replace(b",", b", ").replace(b":", b": ") + b"</json>"
+    fresh = record_grammar(schema)  # stored: the envelope's root rule and the start rule
+    expected = masks_along(compile_grammar(fresh, INFO, cache_dir=None), text)
+    again = record_grammar(schema)
+    assert isinstance(again.rules, CachedRules) and again.rules.built < fresh.rules.built
+    assert masks_along(compile_grammar(again, INFO, cache_dir=None), text) == expected

@@ -25,6 +25,9 @@ trie walks) on two tables per rule:
   neither. A copy of each state reads its first byte by its byte edges only (calls at the
   start are handled below, pops there by `ends`).
 
+Rules with equal tables and crossing states (one subschema reached from several places, as
+JSON-RPC's `value` is) share these two indexes: their masks are equal state by state.
+
 Calls before the first byte compose: from (rule, state), every token that stays in a
 callee's start frame stays here too, and the callee's `escapes` become candidates here (the
 return state is known here). States reached without a byte (through rules that generate the
@@ -37,6 +40,7 @@ from __future__ import annotations
 import atexit
 import hashlib
 import weakref
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -90,6 +94,8 @@ class _RuleIndexes:
     by_bytes: TokenIndex
     crossing: TokenIndex | None
     size: int  # the rule's number of states: state s's first-byte copy is size + s
+    table: np.ndarray  # the rule's pruned table and crossing states: rules with equal
+    crossing_states: np.ndarray  # ones share these indexes (their masks are equal)
 
 
 class FrameMasks:
@@ -105,6 +111,7 @@ class FrameMasks:
         self.cache_dir = cache_dir
         self.words = (info.vocab_size + 31) // 32
         self._indexes: dict[int, _RuleIndexes] = {}
+        self._by_table: dict[tuple[int, int, int], list[_RuleIndexes]] = {}
         self._masks: dict[tuple[int, int], FrameMask] = {}
         stops = np.zeros(self.words, dtype="<u4")
         for stop in info.stop_ids:
@@ -204,6 +211,13 @@ class FrameMasks:
         accepting = np.asarray(table.accepting, dtype=bool)
         crossing_states = accepting | has_call
         # the table is pruned: a state is live iff it reads a byte, accepts or calls
+        key = (size, zlib.crc32(table.table), zlib.crc32(crossing_states))
+        for same in self._by_table.get(key, ()):  # a rule built from the same subschema
+            if np.array_equal(same.table, table.table) and np.array_equal(
+                same.crossing_states, crossing_states
+            ):
+                found = self._indexes[rule_id] = same
+                return found
         live = crossing_states | table.table.any(axis=1)
         live[0] = False
         start, root = max(table.start, 1), self.cache_dir
@@ -215,13 +229,16 @@ class FrameMasks:
             crossing = TokenIndex(
                 _crossing_dfa(table.table, crossing_states), self.info, root, both
             )
-        found = self._indexes[rule_id] = _RuleIndexes(by_bytes, crossing, size)
+        found = _RuleIndexes(by_bytes, crossing, size, table.table, crossing_states)
+        self._indexes[rule_id] = found
+        self._by_table.setdefault(key, []).append(found)
         return found
 
     @property
     def indexed_rules(self) -> int:
-        """How many rules' token indexes were made (to build frame masks not cached)."""
-        return len(self._indexes)
+        """How many rules' token indexes were made (to build frame masks not cached; rules
+        with equal tables share theirs)."""
+        return sum(map(len, self._by_table.values()))
 
     @property
     def nbytes(self) -> int:
@@ -229,7 +246,8 @@ class FrameMasks:
         frames = sum(m.stays.nbytes for m in self._masks.values())
         indexes = [
             i.by_bytes.nbytes + (i.crossing.nbytes if i.crossing else 0)
-            for i in self._indexes.values()
+            for group in self._by_table.values()
+            for i in group
         ]
         return frames + sum(indexes)
 
