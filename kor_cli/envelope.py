@@ -16,9 +16,10 @@ import json
 import re
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from kor_cli.grammar.ast import Node, literal, seq
+if TYPE_CHECKING:  # prompt-only runs import no grammar engine
+    from kor_cli.grammar.ast import Node
 
 
 class ParseFailure(Exception):
@@ -103,6 +104,8 @@ class JsonTags(Envelope):
         return f"{self.open}{json.dumps(record, ensure_ascii=False)}{self.close}"
 
     def wrap(self, body: Node) -> Node:
+        from kor_cli.grammar.ast import literal, seq
+
         return seq(literal(" " + self.open), body, literal(self.close))
 
     @property

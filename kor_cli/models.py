@@ -156,9 +156,18 @@ def locate_model(name: str | None, *, local_only: bool = False) -> tuple[str, bo
 
 
 def load_model(
-    name: str | None, *, device: str = "auto", dtype: str = "auto", local_only: bool = False
+    name: str | None,
+    *,
+    device: str = "auto",
+    dtype: str = "auto",
+    local_only: bool = False,
+    light: bool = True,
 ) -> LoadedModel:
-    """Load model + tokenizer from a folder or hub id; raise ModelError on any failure."""
+    """Load model + tokenizer from a folder or hub id; raise ModelError on any failure.
+
+    `light`: a plain Llama-family folder loads without transformers' modeling code
+    (backends/light.py: no forward, no `generate`; what the decode loop needs). False
+    always builds the transformers model."""
     source, is_local = locate_model(name, local_only=local_only)
     name = resolve_model_name(name)
     hub_options = {} if is_local else hub_load_options(name)
@@ -171,14 +180,23 @@ def load_model(
             raise ModelError(f"cannot load model '{name}': {error}") from None
     try:  # the boundary: whatever a damaged model folder makes transformers raise
         import transformers
-        from transformers import AutoModelForCausalLM, AutoTokenizer
 
         transformers.logging.set_verbosity_error()
         transformers.logging.disable_progress_bar()  # 5.x draws one while loading weights
-        tokenizer = AutoTokenizer.from_pretrained(source, **hub_options)
-        model = AutoModelForCausalLM.from_pretrained(source, dtype=chosen_dtype, **hub_options)
-        model.to(chosen_device)
-        model.eval()
+        tokenizer = _load_tokenizer(source, is_local, hub_options)
+        model = None
+        if is_local and light:  # a plain Llama-family folder: no transformers modeling import
+            from kor_cli.backends.light import load_light
+
+            model = load_light(Path(source), chosen_dtype, chosen_device)
+        if model is None:
+            from transformers import AutoModelForCausalLM
+
+            model = AutoModelForCausalLM.from_pretrained(
+                source, dtype=chosen_dtype, **hub_options
+            )
+            model.to(chosen_device)
+            model.eval()
         generation_config = getattr(model, "generation_config", None)
         vocab_size = int(model.get_output_embeddings().weight.shape[0])
     except Exception as error:  # noqa: BLE001 - every load failure is a model error
@@ -194,6 +212,34 @@ def load_model(
         vocab_size=vocab_size,
         generation_config=generation_config,
     )
+
+
+# tokenizer classes that load straight from tokenizer.json (AutoTokenizer would import
+# transformers' config and model mappings first: seconds at startup)
+DIRECT_TOKENIZERS = frozenset({"PreTrainedTokenizerFast", "TokenizersBackend"})
+
+
+def _load_tokenizer(source: str, is_local: bool, hub_options: dict[str, Any]) -> Any:
+    """The folder's tokenizer: its class directly when it is a plain tokenizer.json one."""
+    import transformers
+
+    folder = Path(source)
+    if is_local and (folder / "tokenizer.json").is_file():
+        config = load_json_file(folder / "tokenizer_config.json")
+        name = config.get("tokenizer_class") if isinstance(config, dict) else None
+        if name in DIRECT_TOKENIZERS and hasattr(transformers, name):
+            return getattr(transformers, name).from_pretrained(source)
+    return transformers.AutoTokenizer.from_pretrained(source, **hub_options)
+
+
+def load_json_file(path: Path) -> Any:
+    """A small JSON file's value, or None when it is missing or not JSON."""
+    import json
+
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
 
 
 # config.json sizes and counts that must be positive (a negative one builds a broken model)

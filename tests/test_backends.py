@@ -25,7 +25,7 @@ from kor_cli.testing import build_tiny_model, load_offline_tokenizer
 def tiny(tmp_path_factory: pytest.TempPathFactory) -> LoadedModel:
     folder = tmp_path_factory.mktemp("tiny-model")
     build_tiny_model(load_offline_tokenizer("mistral-sp"), folder)
-    return load_model(str(folder))
+    return load_model(str(folder), light=False)  # the reference: transformers' own forward
 
 
 def qwen2_model(device: str = "cpu", dtype: torch.dtype = torch.float32) -> Any:

@@ -37,7 +37,7 @@ SCHEMA = {
 
 @pytest.fixture(scope="module")
 def tiny(tiny_model_dir: str) -> LoadedModel:
-    return load_model(tiny_model_dir)
+    return load_model(tiny_model_dir, light=False)  # the reference: transformers' own forward
 
 
 @pytest.mark.parametrize("seed", range(3))

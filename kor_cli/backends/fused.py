@@ -15,7 +15,8 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-RMS_NORMS = frozenset({"LlamaRMSNorm", "MistralRMSNorm", "Qwen2RMSNorm", "Qwen3RMSNorm"})
+# light.py's RMSNorm and transformers' ones: the same float32 arithmetic
+RMS_NORMS = frozenset({"RMSNorm", "LlamaRMSNorm", "MistralRMSNorm", "Qwen2RMSNorm", "Qwen3RMSNorm"})
 
 
 @dataclass
