@@ -97,6 +97,20 @@ NOTHING: Node = Alt(())
 ANYTHING: Node = Repeat(Bytes(ALL_BYTES), 0, None)  # every byte string
 
 
+def children(node: Node) -> tuple[Node, ...]:
+    """The direct subtrees of `node` (both sides of a `Product` too); leaves have none."""
+    if isinstance(node, (Seq, Alt)):
+        return node.items
+    if isinstance(node, Repeat):
+        return (node.item,) if node.sep is None else (node.item, node.sep)
+    if isinstance(node, Join):
+        tail = () if node.tail is None else (node.tail,)
+        return (*(item for item, _ in node.items), node.sep, *tail)
+    if isinstance(node, Product):
+        return (node.left, node.right)
+    return ()
+
+
 def is_nothing(node: Node) -> bool:
     """True for the empty language."""
     return isinstance(node, Alt) and not node.items

@@ -17,7 +17,7 @@ import weakref
 from collections import OrderedDict
 from typing import TYPE_CHECKING, Any
 
-from kor_cli.grammar.ast import Alt, Automaton, Bytes, Join, Node, Product, Repeat, Seq
+from kor_cli.grammar.ast import Alt, Automaton, Bytes, Join, Node, Product, Repeat, Seq, children
 
 if TYPE_CHECKING:
     from kor_cli.grammar.fsm import ByteDFA
@@ -30,19 +30,6 @@ _interned: dict[tuple[Any, ...], int] = {}
 _counter = itertools.count(1)
 _dfas: OrderedDict[tuple[int, int], ByteDFA] = OrderedDict()
 _cached_states = 0
-
-
-def _children(node: Node) -> tuple[Node, ...]:
-    if isinstance(node, (Seq, Alt)):
-        return node.items
-    if isinstance(node, Repeat):
-        return (node.item,) if node.sep is None else (node.item, node.sep)
-    if isinstance(node, Join):
-        tail = () if node.tail is None else (node.tail,)
-        return (*(item for item, _ in node.items), node.sep, *tail)
-    if isinstance(node, Product):
-        return (node.left, node.right)
-    return ()
 
 
 def _key(node: Node) -> tuple[Any, ...]:
@@ -79,7 +66,7 @@ def structure(root: Node) -> int:
             continue
         if not expanded:
             stack.append((node, True))
-            stack.extend((child, False) for child in _children(node) if child not in _ids)
+            stack.extend((child, False) for child in children(node) if child not in _ids)
             continue
         key = _key(node)
         number = _interned.get(key)

@@ -23,6 +23,7 @@ from kor_cli.grammar.ast import (
     Repeat,
     Seq,
     alt,
+    children,
     is_nothing,
     join,
     repeat,
@@ -258,13 +259,8 @@ def _copies(node: Node) -> int:
 
 
 def _children(node: Node) -> tuple[Node, ...]:
-    if isinstance(node, (Seq, Alt)):
-        return node.items
-    if isinstance(node, Repeat):
-        return (node.item,) if node.sep is None else (node.item, node.sep)
-    if isinstance(node, Join):
-        return (*(x for x, _ in node.items), node.sep, *(() if node.tail is None else (node.tail,)))
-    return ()
+    """Children as the NFA unfolds them: a `Product` is compiled apart (see _lower)."""
+    return () if isinstance(node, Product) else children(node)
 
 
 def _size(node: Node, sizes: dict[int, int]) -> int:

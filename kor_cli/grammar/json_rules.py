@@ -52,11 +52,11 @@ from kor_cli.grammar.ast import (
     Repeat,
     Seq,
     alt,
+    children,
     join,
     repeat,
     seq,
 )
-from kor_cli.grammar.dfa_cache import _children
 from kor_cli.grammar.fsm import ByteDFA, compile_ast
 from kor_cli.grammar.json_keywords import Part
 from kor_cli.grammar.json_location import Location
@@ -360,7 +360,7 @@ def callees(node: Node) -> set[int]:
             seen.add(id(n))
             if isinstance(n, Call):
                 out.add(n.rule)
-            stack += _children(n)
+            stack += children(n)
     return out
 
 

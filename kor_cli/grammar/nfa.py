@@ -14,7 +14,7 @@ from collections.abc import Iterable
 import numpy as np
 
 from kor_cli.errors import GrammarError
-from kor_cli.grammar.ast import Alt, Automaton, Bytes, Join, Node, Product, Repeat, Seq
+from kor_cli.grammar.ast import Alt, Automaton, Bytes, Join, Node, Product, Repeat, Seq, children
 from kor_cli.grammar.limits import check
 
 
@@ -44,16 +44,9 @@ def leaf_masks(root: Node) -> set[int]:
 
 
 def _children(node: Node) -> Iterable[Node]:
-    if isinstance(node, (Seq, Alt)):
-        return node.items
-    if isinstance(node, Repeat):
-        return (node.item,) if node.sep is None else (node.item, node.sep)
-    if isinstance(node, Join):
-        tail = () if node.tail is None else (node.tail,)
-        return (*(item for item, _ in node.items), node.sep, *tail)
     if isinstance(node, Product):
         raise TypeError("Product nodes must be lowered before building an NFA")
-    return ()
+    return children(node)
 
 
 def byte_classes(masks: Iterable[int]) -> tuple[np.ndarray, list[int]]:
