@@ -238,3 +238,35 @@ def test_merge_single_keeps_first_filled_value_from_valid_chunks() -> None:
     assert merged["data"] == {"person": {"name": "Ann", "age": 4, "city": ""}}
     assert not merged["valid"] and merged["errors"] == ["chunk 2/3: parse: nope"]
     assert merged["finish_reason"] == "length"
+
+
+def test_resume_reads_the_input_only_until_every_written_id_is_found(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from collections import Counter
+
+    from kor_cli import batch
+
+    path = tmp_path / "in.jsonl"
+    lines = [{"id": f"r{i % 50}", "text": "t"} for i in range(1000)]  # ids repeat from line 50
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    pulled = [0]
+    real = batch.iter_records
+
+    def counting(*args: object, **kwargs: object) -> object:
+        for record in real(*args, **kwargs):  # type: ignore[arg-type]
+            pulled[0] += 1
+            yield record
+
+    monkeypatch.setattr(batch, "iter_records", counting)
+    sources = resolve_sources([str(path)])
+    options = batch.BatchOptions(inputs=(str(path),), output="out.jsonl")
+    wanted = Counter({row_key("r3"): 2, row_key("r7"): 1})
+    assert batch.input_ids(sources, options, wanted) == wanted
+    assert pulled[0] == 54  # the second r3 is line 54: nothing after it is read
+    pulled[0] = 0
+    more = Counter({row_key("r3"): 30, row_key("nope"): 1})  # the input has r3 20 times
+    found = batch.input_ids(sources, options, more)
+    assert found == Counter({row_key("r3"): 20}) and pulled[0] == 1000
+    with pytest.raises(InputError, match="another input"):
+        batch.check_rows_match_input(batch.Existing(done=more), found, "out.jsonl")
