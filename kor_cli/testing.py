@@ -203,6 +203,73 @@ def build_tiny_model(
     return folder
 
 
+# Recursive JSON Schemas shared by the grammar tests and benchmarks (see recursive_schema).
+_RECURSIVE: dict[str, dict[str, Any]] = {
+    "tree": {  # {"v":1,"kids":[Node,...]}
+        "type": "object",
+        "properties": {
+            "v": {"type": "integer"},
+            "kids": {"type": "array", "items": {"$ref": "#"}},
+        },
+        "required": ["v"],
+    },
+    "comments": {  # a thread of comments with nested replies
+        "$defs": {
+            "comment": {
+                "type": "object",
+                "properties": {
+                    "author": {"type": "string", "maxLength": 8},
+                    "text": {"type": "string"},
+                    "replies": {"type": "array", "items": {"$ref": "#/$defs/comment"}},
+                },
+                "required": ["author", "text"],
+            }
+        },
+        "type": "object",
+        "properties": {"thread": {"type": "array", "items": {"$ref": "#/$defs/comment"}}},
+        "required": ["thread"],
+    },
+    "rpc": {  # JSON-RPC-like: params are any nesting of arrays/objects of scalars
+        "$defs": {
+            "value": {
+                "anyOf": [
+                    {"type": ["string", "integer", "boolean", "null"]},
+                    {"type": "array", "items": {"$ref": "#/$defs/value"}},
+                    {"type": "object", "additionalProperties": {"$ref": "#/$defs/value"}},
+                ]
+            }
+        },
+        "type": "object",
+        "properties": {
+            "jsonrpc": {"const": "2.0"},
+            "method": {"type": "string"},
+            "params": {"$ref": "#/$defs/value"},
+            "id": {"type": "integer"},
+        },
+        "required": ["jsonrpc", "method", "id"],
+    },
+    "mutual": {  # two rules calling each other: a list of alternating a/b wrappers
+        "$defs": {
+            "a": {"type": "object", "properties": {"b": {"$ref": "#/$defs/b"}}},
+            "b": {"type": "array", "items": {"$ref": "#/$defs/a"}, "maxItems": 2},
+        },
+        "$ref": "#/$defs/a",
+    },
+}
+RECURSIVE_NAMES = tuple(_RECURSIVE)
+
+
+def recursive_schema(name: str, *, closed: bool = False) -> dict[str, Any]:
+    """A fresh copy of the recursive JSON Schema `name` (RECURSIVE_NAMES); `closed` adds
+    `"additionalProperties": false` at the root (the benchmarks' form)."""
+    import copy
+
+    schema = copy.deepcopy(_RECURSIVE[name])
+    if closed:
+        schema["additionalProperties"] = False
+    return schema
+
+
 def stream_of_batches(extract: Any) -> Any:
     """A stand-in for the runner's seam `kor_cli.runner.extract_stream` built from
     `extract(extractor, texts) -> results` (one list at a time): texts are taken `slots`

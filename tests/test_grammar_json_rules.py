@@ -26,6 +26,7 @@ from kor_cli.grammar.json_refs import Resolver
 from kor_cli.grammar.pushdown import PushdownGrammar, PushdownMatcher
 from kor_cli.grammar.rules import RuleSet
 from kor_cli.grammar.vocab import TokenizerInfo
+from kor_cli.testing import RECURSIVE_NAMES, recursive_schema
 
 BYTES = TokenizerInfo([bytes([b]) for b in range(256)] + [None], stop_ids=[256], vocab_size=257)
 
@@ -80,53 +81,7 @@ def check(schema: Any, valid: list[Any], invalid: list[Any]) -> Grammar:
     return grammar
 
 
-TREE = {
-    "type": "object",
-    "properties": {"v": {"type": "integer"}, "kids": {"type": "array", "items": {"$ref": "#"}}},
-    "required": ["v"],
-}
-COMMENTS = {
-    "$defs": {
-        "comment": {
-            "type": "object",
-            "properties": {
-                "author": {"type": "string", "maxLength": 8},
-                "text": {"type": "string"},
-                "replies": {"type": "array", "items": {"$ref": "#/$defs/comment"}},
-            },
-            "required": ["author", "text"],
-        }
-    },
-    "type": "object",
-    "properties": {"thread": {"type": "array", "items": {"$ref": "#/$defs/comment"}}},
-    "required": ["thread"],
-}
-RPC = {  # JSON-RPC-like: params are any nesting of arrays/objects of scalars
-    "$defs": {
-        "value": {
-            "anyOf": [
-                {"type": ["string", "integer", "boolean", "null"]},
-                {"type": "array", "items": {"$ref": "#/$defs/value"}},
-                {"type": "object", "additionalProperties": {"$ref": "#/$defs/value"}},
-            ]
-        }
-    },
-    "type": "object",
-    "properties": {
-        "jsonrpc": {"const": "2.0"},
-        "method": {"type": "string"},
-        "params": {"$ref": "#/$defs/value"},
-        "id": {"type": "integer"},
-    },
-    "required": ["jsonrpc", "method", "id"],
-}
-MUTUAL = {  # two rules calling each other: a list of alternating a/b wrappers
-    "$defs": {
-        "a": {"type": "object", "properties": {"b": {"$ref": "#/$defs/b"}}},
-        "b": {"type": "array", "items": {"$ref": "#/$defs/a"}, "maxItems": 2},
-    },
-    "$ref": "#/$defs/a",
-}
+TREE, COMMENTS, RPC, MUTUAL = (recursive_schema(name) for name in RECURSIVE_NAMES)
 
 
 def nested_tree(depth: int, bad: bool = False) -> dict[str, Any]:

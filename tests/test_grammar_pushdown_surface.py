@@ -21,12 +21,9 @@ from kor_cli.grammar.surface import (
     compile_grammar,
     compile_json_schema,
 )
+from kor_cli.testing import recursive_schema
 
-TREE = {
-    "type": "object",
-    "properties": {"v": {"type": "integer"}, "kids": {"type": "array", "items": {"$ref": "#"}}},
-    "required": ["v"],
-}
+TREE = recursive_schema("tree")
 STOP = 256
 BYTES = TokenizerInfo([bytes([b]) for b in range(256)] + [None], stop_ids=[STOP], vocab_size=260)
 
