@@ -1,4 +1,4 @@
-"""What every benchmark script shares: where results go.
+"""What every benchmark script shares: where results go, and a grammar-timing wrapper.
 
 A run writes only to `--out`. The default is a scratch path under `benchmarks/out/`, which
 git ignores, so merely running a script (or a broken `--help`) never changes a committed
@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -41,3 +42,36 @@ def write_results(path: Path, report: Any, *, indent: int = 2) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(report, indent=indent, ensure_ascii=False) + "\n", encoding="utf-8")
     print(f"wrote {path}")
+
+
+class TimedConstraint:
+    """Wraps a decode-loop constraint and adds the seconds spent in grammar calls to
+    `clock[0]` (the grammar's share of step time)."""
+
+    def __init__(self, inner: Any, clock: list[float]) -> None:
+        self.inner, self.clock = inner, clock
+
+    def _timed(self, name: str, *args: Any) -> Any:
+        started = time.perf_counter()
+        out = getattr(self.inner, name)(*args)
+        self.clock[0] += time.perf_counter() - started
+        return out
+
+    def fill_bitmask(self, bitmask: Any, row: int) -> None:
+        self._timed("fill_bitmask", bitmask, row)
+
+    def state_key(self) -> Any:
+        return self._timed("state_key")
+
+    def allowed_ids(self, device: Any) -> Any:
+        return self._timed("allowed_ids", device)
+
+    def advance(self, token_id: int) -> None:
+        self._timed("advance", token_id)
+
+    def forced_tokens(self, limit: int) -> list[int]:
+        return self._timed("forced_tokens", limit)  # type: ignore[no-any-return]
+
+    @property
+    def finished(self) -> bool:
+        return bool(self.inner.finished)

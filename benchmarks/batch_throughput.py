@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from _common import TimedConstraint
 from oracle import Oracle, OracleDecoder, steered
 
 from kor_cli.constrain import ConstraintFactory, record_grammar
@@ -210,20 +211,12 @@ class Run:
     results: list[Any]
 
 
-class Timed:
-    """Wraps a constraint and adds the seconds spent in grammar calls to `clock[0]`."""
+class Timed(TimedConstraint):
+    """A timed constraint (_common.py) that also answers `mask` for older loops."""
 
     def __init__(self, inner: Any, clock: list[float], vocab_size: int) -> None:
-        self.inner, self.clock, self.vocab_size = inner, clock, vocab_size
-
-    def _timed(self, name: str, *args: Any) -> Any:
-        started = time.perf_counter()
-        out = getattr(self.inner, name)(*args)
-        self.clock[0] += time.perf_counter() - started
-        return out
-
-    def fill_bitmask(self, bitmask: Any, row: int) -> None:
-        self._timed("fill_bitmask", bitmask, row)
+        super().__init__(inner, clock)
+        self.vocab_size = vocab_size
 
     def mask(self, device: Any) -> Any:
         """Bool [V] of allowed tokens, for older loops (`--baseline`) that ask for it."""
@@ -235,22 +228,6 @@ class Timed:
         allowed = torch.from_numpy(unpack_row(bitmask[0], self.vocab_size)).to(device)
         self.clock[0] += time.perf_counter() - started
         return allowed
-
-    def state_key(self) -> Any:
-        return self._timed("state_key")
-
-    def allowed_ids(self, device: Any) -> Any:
-        return self._timed("allowed_ids", device)
-
-    def advance(self, token_id: int) -> None:
-        self._timed("advance", token_id)
-
-    def forced_tokens(self, limit: int) -> list[int]:
-        return self._timed("forced_tokens", limit)  # type: ignore[no-any-return]
-
-    @property
-    def finished(self) -> bool:
-        return bool(self.inner.finished)
 
 
 def full_head_ms(loaded: LoadedModel) -> float:

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from _common import TimedConstraint
 from oracle import Oracle, OracleDecoder
 
 from kor_cli.decode import SamplingOptions
@@ -65,38 +66,6 @@ CASES: list[tuple[str, str, dict[str, Any]]] = [
         {"aspect": "服务", "sentiment_word": "不太热情", "sentiment": "negative",
          "reference": "服务员也不太热情"}]}),
 ]
-
-
-class TimedConstraint:
-    """Wraps a constraint and accumulates the seconds spent in grammar calls."""
-
-    def __init__(self, inner: Any, clock: list[float]) -> None:
-        self.inner, self.clock = inner, clock
-
-    def _timed(self, name: str, *args: Any) -> Any:
-        started = time.perf_counter()
-        out = getattr(self.inner, name)(*args)
-        self.clock[0] += time.perf_counter() - started
-        return out
-
-    def fill_bitmask(self, bitmask: Any, row: int) -> None:
-        self._timed("fill_bitmask", bitmask, row)
-
-    def state_key(self) -> Any:
-        return self._timed("state_key")
-
-    def allowed_ids(self, device: Any) -> Any:
-        return self._timed("allowed_ids", device)
-
-    def advance(self, token_id: int) -> None:
-        self._timed("advance", token_id)
-
-    def forced_tokens(self, limit: int) -> list[int]:
-        return self._timed("forced_tokens", limit)
-
-    @property
-    def finished(self) -> bool:
-        return self.inner.finished
 
 
 def run_mode(loaded: Any, oracle: Oracle, mode: str, repeat: int) -> dict[str, Any]:
