@@ -25,6 +25,7 @@ from __future__ import annotations
 from typing import Any
 
 from kor_cli.errors import GrammarError
+from kor_cli.grammar.ast import Node
 from kor_cli.grammar.json_drafts import FORMATS as ASSERTED_FORMATS
 from kor_cli.grammar.json_formats import FORMATS
 from kor_cli.grammar.json_keywords import ANNOTATIONS, Part
@@ -53,7 +54,7 @@ class DeferPolicy:
     def __init__(self, resolver: Resolver) -> None:
         self.resolver = resolver
         self._seen: dict[int, tuple[bool, int]] = {}  # id(schema) -> (safe, capped size)
-        self._patterns: dict[str, bool] = {}
+        self._patterns: dict[str, Node | GrammarError] = {}
         self._keep: list[Any] = []  # schemas whose ids are keys (kept alive)
 
     def deferrable(self, parts: list[Part]) -> bool:
@@ -171,17 +172,24 @@ class DeferPolicy:
         return True
 
     def _parses(self, pattern: Any, dialect: Dialect) -> bool:
-        if not isinstance(pattern, str):
+        try:
+            return isinstance(pattern, str) and self.parsed(pattern, dialect) is not None
+        except GrammarError:
             return False
+
+    def parsed(self, pattern: str, dialect: Dialect) -> Node:
+        """`regex.search(pattern, dialect)`, parsed once per compile (the scan and the
+        compiler share it); GrammarError as `search` raises it."""
         key = f"{dialect.classes} {pattern}"
         found = self._patterns.get(key)
         if found is None:
             try:
-                search(pattern, dialect)
-                found = True
-            except GrammarError:
-                found = False
+                found = search(pattern, dialect)
+            except GrammarError as error:
+                found = error
             self._patterns[key] = found
+        if isinstance(found, GrammarError):
+            raise found
         return found
 
 

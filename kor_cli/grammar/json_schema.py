@@ -75,7 +75,7 @@ from kor_cli.grammar.json_values import (
     string_node,
 )
 from kor_cli.grammar.limits import check
-from kor_cli.grammar.regex import Dialect, fullmatch, search
+from kor_cli.grammar.regex import Dialect, fullmatch
 
 STRICT = Dialect(json_char, "strict")
 LOOSE_DIALECT = Dialect(json_char, "loose")
@@ -399,7 +399,7 @@ class SchemaCompiler:
 
     def pattern(self, pattern: str, pointer: str, pos: bool) -> Node | None:
         try:
-            return search(pattern, STRICT if pos else LOOSE_DIALECT)
+            return self.defer.parsed(pattern, STRICT if pos else LOOSE_DIALECT)
         except GrammarError as error:
             if pos:
                 self.fail("pattern", pointer, error.message)
@@ -447,7 +447,7 @@ class SchemaCompiler:
         found = self._patterns.get((pattern, strict))
         if found is None:
             try:
-                found = quoted(search(pattern, STRICT if strict else LOOSE_DIALECT))
+                found = quoted(self.defer.parsed(pattern, STRICT if strict else LOOSE_DIALECT))
             except GrammarError as error:
                 self.fail("patternProperties", pointer, error.message)
                 found = NOTHING if strict else string_node()
