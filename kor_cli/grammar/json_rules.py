@@ -232,8 +232,9 @@ class RuleBook:
 
     def unproductive(self) -> list[str]:
         """Names of the rules found to generate nothing (recursion without a way out)."""
+        recursive = self.cyclic | self._cycles(force=False)
         rules = sorted(self._decided, key=lambda r: (r == 0, r))  # recursive rules first
-        return [self.names[r] for r in rules if not self._decided[r]]
+        return [self.names[r] for r in rules if not self._decided[r] and r in recursive]
 
     def _nonempty(self, node: Node, ask: Callable[[int], bool], memo: dict[int, bool]) -> bool:
         """Whether `node` generates a string, `ask(rule)` telling which calls can return."""
@@ -326,15 +327,17 @@ class RuleBook:
 
         return expand(self.start, depth)
 
-    def _cycles(self) -> set[int]:
+    def _cycles(self, force: bool = True) -> set[int]:
         """The rules reachable from the start that can call themselves again (through
-        deferred values; `cyclic` has those found while building). Builds their bodies."""
+        deferred values; `cyclic` has those found while building). Builds their bodies
+        (`force`), or reads only those built so far (none before `finish`)."""
         edges: dict[int, set[int]] = {}
         todo = [self.start]
         while todo:
             rule = todo.pop()
             if rule not in edges:
-                edges[rule] = callees(self.body(rule))
+                known = rule in self.bodies or force and rule in self._pending
+                edges[rule] = callees(self.body(rule)) if known else set()
                 todo += edges[rule]
         out = set()
         for rule in edges:
