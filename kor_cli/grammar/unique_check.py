@@ -32,6 +32,11 @@ cached: they ignore uniqueness, so they allow a superset) and re-read with `step
 tokens that could break it: those that may finish an item or leave the item in a state
 that is not rich (none while `used` is empty but those holding an item separator).
 
+Checked arrays are made when the schema is compiled, never in a value built when first
+reached (`json_defer` keeps any value holding `uniqueItems` eager), so `PushdownMatcher`
+knows when it is built whether it must be a `UniqueMatcher`; the disk cache stores them
+(`rule_cache`).
+
 Interactions: under `not`/`oneOf`/`if`/`contains` (a whole-DFA product) a checked array
 cannot be a rule; there `uniqueItems` stays exact only for items with few values
 (`json_unique`) and is otherwise a named refusal. `--lenient` no longer needs to drop it.
