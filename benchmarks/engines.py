@@ -4,9 +4,10 @@ One run, same inputs: the five schemas of docs/design.md §7 (tests/data/grammar
 shared with grammar_masks.py) × the three offline tokenizers (mistral-sp, tekken, qwen with
 151,936 logits). Every engine is set to compact JSON (`,` and `:`, no whitespace, members in
 schema order), so all four should accept the same texts and masks can be compared bit by
-bit. OpenAI's recursive UI schema is unrolled to depth 3 by kor-cli and outlines-core (DFAs),
-while XGrammar and llguidance keep the recursion (pushdown); the walked instances are
-shallower than that.
+bit. OpenAI's recursive UI schema keeps its recursion in kor-cli (the pushdown matcher),
+XGrammar and llguidance; outlines-core unrolls it (a DFA). Our masks are checked against a
+brute force over the DFA with the recursion unrolled ORACLE_DEPTH deep, deeper than the
+walked sequences nest.
 
 Per tokenizer, once: each engine's tokenizer setup (ours: TokenizerInfo, byte trie and
 string-body tables; XGrammar: TokenizerInfo + GrammarCompiler; llguidance: LLTokenizer;
@@ -73,12 +74,13 @@ from grammar_masks import INSTANCES, SCHEMAS, continuation, random_walk
 
 from kor_cli.grammar import compile as kor_compile
 from kor_cli.grammar import disk_cache
-from kor_cli.grammar.compile import compile_json_schema, serialize
+from kor_cli.grammar.compile import GrammarOptions, compile_json_schema, serialize
 from kor_cli.grammar.index import TokenIndex, token_trie
 from kor_cli.grammar.surface import CompiledGrammar, GrammarMatcher, TokenizerInfo, compile_grammar
 from kor_cli.testing import QWEN_LOGITS_WIDTH, TOKENIZER_NAMES, load_offline_tokenizer
 
 ENGINES = ("kor", "xgrammar", "llguidance", "outlines")
+ORACLE_DEPTH = 6
 COMPETITORS = ENGINES[1:]
 SLOW_COMPILE_S = 2.0  # above this, compile once instead of --repeats times
 EXAMPLES = 8  # disagreement examples (with a spot check) per engine pair and direction
@@ -544,7 +546,9 @@ def bench_schema(
 ) -> dict[str, Any]:
     schema = SCHEMAS[name]
     words = (info.vocab_size + 31) // 32
-    dfa = compile_json_schema(schema).dfa
+    # the brute force's DFA: recursion unrolled deeper than any walked sequence nests (the
+    # default view stops at max_recursion_depth 3, where the pushdown matcher goes on)
+    dfa = compile_json_schema(schema, GrammarOptions(max_recursion_depth=ORACLE_DEPTH)).dfa
     oracle = brute.for_dfa(dfa)
     rng = np.random.default_rng(0)
     sequences = [
