@@ -157,3 +157,19 @@ def test_recursive_engine_table_is_in_its_results_file() -> None:
         ]
         got = [float(x) for x in re.findall(r"\d+(?:\.\d+)?", cells)]
         assert got == want, (name, got, want)
+
+
+def test_first_mask_figures_are_in_their_results_files() -> None:
+    """Every "a / b / c ms" (or s) group of the JSTS and SchemaStore sections is a time to
+    first mask of that benchmark's results file."""
+    for title, name in (
+        ("### JSON-Schema-Test-Suite", "json_schema_suite.json"),
+        ("### SchemaStore", "schemastore.json"),
+    ):
+        text = section(title)
+        found = numbers(json.loads((RESULTS / name).read_text()))
+        groups = re.findall(r"((?:\d+(?:\.\d+)? / )+\d+(?:\.\d+)?) m?s\b", text)
+        assert groups, f"no first-mask figures in the README's {title} section"
+        for group in groups:
+            for figure in group.split(" / "):
+                assert quoted(figure, found), f"README says {figure} ({title}); not in {name}"
