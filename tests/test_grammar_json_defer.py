@@ -174,3 +174,15 @@ def test_random_recursive_schemas_deferred(schema: Any, rng: random.Random) -> N
             assert whole.accepts(data)
     except GrammarError as error:  # a rule built when first reached can be past max_states
         assert "too large" in str(error)
+
+
+def test_values_holding_unique_items_stay_eager() -> None:
+    """`unique_check` relies on it: checked arrays exist once the schema is compiled, so the
+    matcher knows at construction whether it must check uniqueness."""
+    unique = {"type": "array", "items": {"type": "string"}, "uniqueItems": True}
+    schema = {"type": "object", "properties": {"x": record("a", record("b", unique)),
+                                               "y": record("y", record("z"))}}  # fmt: skip
+    book = SchemaCompiler(schema).compile()
+    assert len(book.checked) == 1  # the checked array is known at compile time
+    deferred = {book.names[r] for r in book._pending}
+    assert deferred == {"#/properties/y"}  # x (uniqueItems deep inside) was built at once
