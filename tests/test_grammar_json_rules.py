@@ -191,11 +191,17 @@ def test_recursion_under_products_stays_bounded() -> None:
     # `not` and `oneOf` are exact on whole DFAs: their branches are unrolled, call-free
     kids = {"type": "array", "items": {"$ref": "#/$defs/tree"}}
     tree = {**TREE, "properties": {**TREE["properties"], "kids": kids}}
-    schema = {"$defs": {"tree": tree}, "oneOf": [{"$ref": "#/$defs/tree"}, {"type": "null"}]}
+    other = {"type": "object", "required": ["w"]}  # may overlap a tree: subtracted
+    schema = {"$defs": {"tree": tree}, "oneOf": [{"$ref": "#/$defs/tree"}, other]}
     grammar = compile_json_schema(schema)
     assert not grammar.has_calls
     assert matches(grammar, canonical(TREE, nested_tree(2)))
     assert not matches(grammar, canonical(TREE, nested_tree(6)))  # past max_recursion_depth
+    # options that cannot overlap (here by type) need no product: oneOf is anyOf, any depth
+    schema = {"$defs": {"tree": tree}, "oneOf": [{"$ref": "#/$defs/tree"}, {"type": "null"}]}
+    grammar = compile_json_schema(schema)
+    assert grammar.has_calls
+    assert matches(grammar, canonical(TREE, nested_tree(6)))
     # a recursive grammar beside a product: calls outside, the product call-free
     mixed = {**TREE, "properties": {**TREE["properties"], "tag": {"not": {"const": "x"}}}}
     check(mixed, [{"v": 1, "tag": "y", "kids": [nested_tree(7)]}], [{"v": 1, "tag": "x"}])

@@ -162,6 +162,7 @@ class Collector:
         self.max_depth = max_depth
         self.bounded = False  # unroll (cut at max_depth) only under products, see json_rules
         self.cut_pointers: list[str] = []
+        self.shapes: dict[Any, Any] = {}  # json_disjoint's cache
 
     def collect(self, parts: list[Part]) -> Facts | None:
         """Facts of `parts`, or None when a recursive $ref is cut off at this depth (only

@@ -57,9 +57,11 @@ from kor_cli.grammar.ast import (
 )
 from kor_cli.grammar.fsm import ByteDFA, compile_ast
 from kor_cli.grammar.json_defer import DeferPolicy
+from kor_cli.grammar.json_disjoint import complement_types, one_of
 from kor_cli.grammar.json_formats import FORMATS
 from kor_cli.grammar.json_keywords import Collector, Facts, Part
 from kor_cli.grammar.json_location import Location, LocationSpace, reorder
+from kor_cli.grammar.json_memo import ConjMemo
 from kor_cli.grammar.json_refs import Resolver
 from kor_cli.grammar.json_rules import RuleBook
 from kor_cli.grammar.json_values import (
@@ -140,6 +142,7 @@ class SchemaCompiler:
         self.max_recursion_depth = max_recursion_depth
         self.rules = RuleBook(max_states)
         self.defer = DeferPolicy(self.resolver)
+        self.memo = ConjMemo(self)
         self.exact = 0  # > 0 while building what a product (DFA operation) will take
         self._any: dict[tuple[int, int], Node] = {}
         self._dfas: dict[int, tuple[Node, ByteDFA]] = {}
@@ -194,9 +197,15 @@ class SchemaCompiler:
         """All of `parts` at `loc`; `pos` False over-approximates (see module docstring).
         Outside products a conjunction that recurses becomes a rule (`json_rules`)."""
         check()
+        key = self.memo.key(parts, loc, pos)
+        found = self.memo.get(key)
+        if found is not None:
+            return found
         if pos and not self.exact:
-            return self.rules.conj(parts, loc, lambda: self._conj(parts, loc, pos))
-        return self._conj(parts, loc, pos)
+            node = self.rules.conj(parts, loc, lambda: self._conj(parts, loc, pos))
+        else:
+            node = self._conj(parts, loc, pos)
+        return self.memo.put(key, node, parts, loc)
 
     def _conj(self, parts: list[Part], loc: Location, pos: bool) -> Node:
         facts = self.collector.collect(parts)
@@ -254,18 +263,18 @@ class SchemaCompiler:
 
         if kind == "cases":  # exclusive cases (e.g. a dependency's trigger absent / present)
             return alt(*(branch(*parts) for parts in cases))
+        if kind == "not" and (types := complement_types(value)) is not None:
+            return branch(Part({"type": types}, holder.at("not"), parent=owner, synthetic=True))
+        if kind == "oneOf":
+            return one_of(self, [sub(s, kind, k) for k, s in enumerate(value)], branch, loc, pos)
         if not pos:  # over-approximate: subtract only what certainly fails
             if kind == "not":
                 return difference(branch(), self.under(Part(value, holder.at("not")), loc))
             if kind == "if":
                 cond, then, other = _conditional(holder, sub)
                 return alt(branch(*then), difference(branch(*other), self.under(cond, loc)))
-            options = [sub(s, kind, k) for k, s in enumerate(value)]
-            if kind == "anyOf":
-                return alt(*(branch(p) for p in options))
-            unders = [self.under(p, loc) for p in options]
-            return alt(*(difference(branch(p), _others(unders, k)) for k, p in enumerate(options)))
-        if kind in ("not", "if", "oneOf"):
+            return alt(*(branch(sub(s, kind, k)) for k, s in enumerate(value)))
+        if kind in ("not", "if"):
             self.subtracted.append((kind, holder.pointer))
         if kind == "not":
             with self.exactly():
@@ -275,19 +284,12 @@ class SchemaCompiler:
             chosen = branch(cond, *then)
             with self.exactly():
                 return alt(chosen, self.minus(branch(*other), cond, loc))
-        options = [sub(s, kind, k) for k, s in enumerate(value)]
-        if kind == "anyOf":
-            return alt(*(branch(p) for p in options))
-        with self.exactly():
-            kept = [self.settle(branch(p)) for p in options]
-            with self._subtracting(max(depth for _, depth in kept)):
-                negs = [self.conj([p], loc, False) for p in options]
-        return alt(*(difference(node, _others(negs, k)) for k, (node, _) in enumerate(kept)))
+        return alt(*(branch(sub(s, kind, k)) for k, s in enumerate(value)))  # anyOf
 
     def minus(self, keep: Node, part: Part, loc: Location) -> Node:
         """The texts of `keep` (positive) whose value certainly fails `part`."""
         keep, depth = self.settle(keep)
-        with self._subtracting(depth):
+        with self.subtracting(depth):
             return difference(keep, self.conj([part], loc, False))
 
     def settle(self, node: Node) -> tuple[Node, int]:
@@ -298,7 +300,7 @@ class SchemaCompiler:
         return Automaton(dfa), max_depth(dfa)
 
     @contextmanager
-    def _subtracting(self, depth: int) -> Iterator[None]:
+    def subtracting(self, depth: int) -> Iterator[None]:
         saved, self.loose_depth = self.loose_depth, depth
         try:
             yield
@@ -470,10 +472,6 @@ def _conditional(holder: Part, sub: Any) -> tuple[Part, list[Part], list[Part]]:
     then = [sub(schema["then"], "then")] if "then" in schema else []
     other = [sub(schema["else"], "else")] if "else" in schema else []
     return sub(schema["if"], "if"), then, other
-
-
-def _others(nodes: list[Node], k: int) -> Node:
-    return alt(*(node for j, node in enumerate(nodes) if j != k))
 
 
 def _unordered(value: Any, loc: Location) -> bool:

@@ -1,0 +1,202 @@
+"""Cheap proofs that two schemas share no instance, so products can be skipped exactly.
+
+`oneOf` subtracts every other option from each option (DFA products, recursion unrolled);
+when two options can never hold at once (different types, different `const`/`enum` values,
+or objects whose required discriminator property takes different constant values) the
+subtraction removes nothing and is left out; when no option overlaps another, `oneOf` is
+exactly `anyOf`. `not` of a schema that only says `type` is the complementary `type`.
+
+A `Shape` over-approximates a conjunction's instances from its merged keywords (applicators
+still pending only narrow them further), so "disjoint shapes" is a sound proof.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from kor_cli.errors import GrammarError
+from kor_cli.grammar.ast import Node, alt, difference
+from kor_cli.grammar.json_keywords import ANNOTATIONS, TYPES, Collector, Facts, Part
+
+if TYPE_CHECKING:
+    from kor_cli.grammar.json_location import Location
+    from kor_cli.grammar.json_schema import SchemaCompiler
+
+
+@dataclass(frozen=True)
+class Shape:
+    """Possible types; possible values (canonical keys; None: any); for objects, the names
+    that must be present and the values a member may take when present (name -> keys)."""
+
+    types: frozenset[str]
+    values: frozenset[str] | None = None
+    required: frozenset[str] = frozenset()
+    tags: dict[str, frozenset[str]] = field(default_factory=dict)
+
+    def meet(self, other: Shape) -> Shape:
+        """Instances of both."""
+        values = other.values if self.values is None else self.values
+        if self.values is not None and other.values is not None:
+            values = self.values & other.values
+        tags = dict(self.tags)
+        for name, keys in other.tags.items():
+            tags[name] = tags[name] & keys if name in tags else keys
+        return Shape(self.types & other.types, values, self.required | other.required, tags)
+
+    def join(self, other: Shape) -> Shape:
+        """Instances of either (over-approximated)."""
+        values = None
+        if self.values is not None and other.values is not None:
+            values = self.values | other.values
+        tags = {n: k | other.tags[n] for n, k in self.tags.items() if n in other.tags}
+        required = self.required & other.required
+        return Shape(self.types | other.types, values, required, tags)
+
+
+ANYTHING = Shape(TYPES)
+NOTHING_SHAPE = Shape(frozenset(), frozenset())
+MAX_NESTING = 4  # anyOf/oneOf levels looked into
+
+
+def shape(collector: Collector, parts: list[Part], nesting: int = 0) -> Shape:
+    """The shape of the conjunction of `parts` (ANYTHING where it cannot be told cheaply).
+    Recursion is not unrolled here: the unbounded language's shape covers any unrolling."""
+    key = tuple((id(p.schema), p.skip) for p in parts)
+    found = collector.shapes.get(key)
+    if found is not None:
+        return found[0]
+    bounded, collector.bounded = collector.bounded, False
+    try:
+        facts = collector.collect(parts)
+    except GrammarError:
+        facts = None
+    finally:
+        collector.bounded = bounded
+    if facts is None:
+        result = ANYTHING
+    elif facts.false:
+        result = NOTHING_SHAPE
+    else:
+        result = _of(facts)
+        for kind, index, value in facts.pending if nesting < MAX_NESTING else ():
+            if kind in ("anyOf", "oneOf") and isinstance(value, list) and value:
+                holder = facts.parts[index]
+                options = [shape(collector, [Part(s, holder.at(kind, k))], nesting + 1)
+                           for k, s in enumerate(value)]  # fmt: skip
+                either = options[0]
+                for other in options[1:]:
+                    either = either.join(other)
+                result = result.meet(either)
+    collector.shapes[key] = (result, parts)
+    return result
+
+
+def _of(facts: Facts) -> Shape:
+    from kor_cli.grammar.json_schema import canonical_key, value_type  # noqa: PLC0415 (cycle)
+
+    types, values = facts.types, None
+    if facts.enums:
+        allowed = [{canonical_key(v): value_type(v) for v in e} for e in facts.enums]
+        keys = set(allowed[0]).intersection(*allowed[1:])
+        values = frozenset(k for k in keys if allowed[0][k] in types)
+        types = frozenset(allowed[0][k] for k in values)
+    required = frozenset(n for o in facts.objects for n in o.required)
+    tags: dict[str, frozenset[str]] = {}
+    for o in facts.objects:
+        for name, part in o.props.items():
+            known = _constants(part.schema)
+            if known is not None:
+                tags[name] = tags[name] & known if name in tags else known
+    return Shape(types, values, required, tags)
+
+
+def _constants(schema: Any) -> frozenset[str] | None:
+    """Canonical keys of the values a property schema allows, if it lists them itself
+    (`false`: none, the member is absent)."""
+    from kor_cli.grammar.json_schema import canonical_key  # noqa: PLC0415 (cycle)
+
+    if schema is False:
+        return frozenset()
+    if not isinstance(schema, dict):
+        return None
+    found: frozenset[str] | None = None
+    if "const" in schema:
+        found = frozenset({canonical_key(schema["const"])})
+    if isinstance(schema.get("enum"), list):
+        listed = frozenset(canonical_key(v) for v in schema["enum"])
+        found = listed if found is None else found & listed
+    return found
+
+
+def disjoint(a: Shape, b: Shape) -> bool:
+    """True if no instance can have both shapes."""
+    common = a.types & b.types
+    if not common:
+        return True
+    if a.values is not None and b.values is not None and not a.values & b.values:
+        return True
+    if common <= {"object"}:
+        return any(
+            not a.tags[n] & b.tags[n] and (n in a.required or n in b.required)
+            for n in a.tags.keys() & b.tags.keys()
+        )
+    return False
+
+
+def rivals(collector: Collector, options: list[Part]) -> list[set[int]]:
+    """For each option, the other options it may share an instance with."""
+    shapes = [shape(collector, [p]) for p in options]
+    return [
+        {j for j, other in enumerate(shapes) if j != k and not disjoint(mine, other)}
+        for k, mine in enumerate(shapes)
+    ]
+
+
+def one_of(
+    c: SchemaCompiler, options: list[Part], branch: Callable[..., Node], loc: Location, pos: bool
+) -> Node:
+    """`oneOf`: each option minus the others it may overlap (none: it is `anyOf`)."""
+    overlaps = rivals(c.collector, options)
+    nodes = {k: branch(p) for k, p in enumerate(options) if not overlaps[k]}
+    tied = [k for k in range(len(options)) if overlaps[k]]
+    if tied and not pos:  # over-approximate: subtract only what certainly fails
+        unders = {k: c.under(options[k], loc) for k in tied}
+        for k in tied:
+            nodes[k] = difference(branch(options[k]), alt(*(unders[j] for j in overlaps[k])))
+    elif tied:
+        c.subtracted.append(("oneOf", options[0].pointer.rsplit("/", 2)[0]))
+        with c.exactly():
+            kept = {k: c.settle(branch(options[k])) for k in tied}
+            with c.subtracting(max(depth for _, depth in kept.values())):
+                negs = {k: c.conj([options[k]], loc, False) for k in tied}
+        for k in tied:
+            nodes[k] = difference(kept[k][0], alt(*(negs[j] for j in overlaps[k])))
+    return alt(*(nodes[k] for k in range(len(options))))
+
+
+_JSON_TYPES = {"null": "null", "boolean": "boolean", "object": "object", "array": "array",
+               "string": "string"}  # fmt: skip
+
+
+def complement_types(schema: Any) -> list[str] | None:
+    """`type` names of exactly the values that fail `schema`, if it only says `type`
+    (None otherwise, or when the complement has no `type` spelling)."""
+    if not isinstance(schema, dict) or "type" not in schema:
+        return None
+    if any(k not in ANNOTATIONS and k != "type" for k in schema):
+        return None
+    names = schema["type"] if isinstance(schema["type"], list) else [schema["type"]]
+    if not all(isinstance(n, str) for n in names):
+        return None
+    said = set()
+    for n in names:
+        said |= {"integer", "fraction"} if n == "number" else {n}
+    if not said <= TYPES:
+        return None
+    rest = TYPES - said
+    if "fraction" in rest and "integer" not in rest:
+        return None  # "a number that is not an integer" has no `type`
+    out = [_JSON_TYPES[t] for t in sorted(rest) if t in _JSON_TYPES]
+    return out + (["number"] if "fraction" in rest else ["integer"] if "integer" in rest else [])

@@ -1,0 +1,52 @@
+"""Memo of the compiler's conjunctions: the same parts at the same location, compiled in
+the same mode, give the same AST, so each is built once.
+
+Real-world schemas reference one definition from many places, and products (`oneOf`,
+`not`, `if`) compile the same branches in both modes again at every such place; without
+the memo a schema like SchemaStore's dofigen builds ~13,000 conjunctions of which ~1,700
+differ.
+
+The key holds everything a conjunction's AST depends on: each part's schema (by identity;
+the memo keeps the parts alive so no id is reused), skipped keywords, `parent` (which
+`unevaluated*` reads) and `synthetic`; the location; the mode (positive or negative,
+under a product or not, lenient or strict, the depth negative mode's "any value" nests
+to); and under products, where recursion is unrolled, how often each `$ref` target is
+already open (outside products recursion becomes rules and the counts do not matter).
+ASTs are immutable, so sharing one between places is safe; a call to a rule names the
+same conjunction wherever it appears.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from kor_cli.grammar.ast import Node
+from kor_cli.grammar.json_keywords import Part
+from kor_cli.grammar.json_location import Location
+
+if TYPE_CHECKING:
+    from kor_cli.grammar.json_schema import SchemaCompiler
+
+Key = tuple[Any, ...]
+
+
+class ConjMemo:
+    """Built conjunctions of one compile, by `key`."""
+
+    def __init__(self, compiler: SchemaCompiler) -> None:
+        self.c = compiler
+        self._built: dict[Key, tuple[Node, list[Part], Location]] = {}
+
+    def key(self, parts: list[Part], loc: Location, pos: bool) -> Key:
+        c = self.c
+        described = tuple((id(p.schema), p.skip, p.ref, p.parent, p.synthetic) for p in parts)
+        depths = tuple(sorted((r, n) for r, n in c.active.items() if n)) if c.exact else ()
+        return described, id(loc), pos, c.exact > 0, c.lenient, c.loose_depth, depths
+
+    def get(self, key: Key) -> Node | None:
+        found = self._built.get(key)
+        return None if found is None else found[0]
+
+    def put(self, key: Key, node: Node, parts: list[Part], loc: Location) -> Node:
+        self._built[key] = (node, parts, loc)
+        return node

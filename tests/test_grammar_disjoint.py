@@ -1,0 +1,129 @@
+"""Products left out when options cannot overlap (`json_disjoint`): still exact.
+
+Hypothesis builds tagged unions (options told apart by type, `const`/`enum`, a required
+discriminator member, nested anyOf/oneOf, `not` of a type) and compares the compiled grammar
+with jsonschema on a pool of instances: every valid instance is accepted, no invalid one.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+import jsonschema
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from kor_cli.errors import GrammarError
+from kor_cli.grammar.compile import GrammarOptions, compile_json_schema, serialize
+from kor_cli.grammar.json_disjoint import complement_types, disjoint, shape
+from kor_cli.grammar.json_keywords import Collector, Part
+from kor_cli.grammar.json_location import LocationSpace, reorder
+from kor_cli.grammar.json_refs import Resolver
+
+KINDS = ["a", "b", "c"]
+SCALARS = [None, True, 0, 1, 2.5, "", "a", "b", "x"]
+TYPES = ["null", "boolean", "integer", "number", "string", "array", "object"]
+
+
+def _objects() -> list[Any]:
+    out: list[Any] = [{}, {"x": 1}, {"x": "a"}, {"y": None}]
+    for kind, x in itertools.product([*KINDS, 1], [None, 1, "a", [1]]):
+        out += [{"kind": kind}, {"kind": kind, "x": x}, {"kind": kind, "y": True, "x": x}]
+    return out
+
+
+POOL = SCALARS + [[], [1], ["a", None]] + _objects()
+
+member = st.sampled_from([{"type": "integer"}, {"type": "string"}, {}, {"const": 1},
+                          {"enum": ["a", None]}, False])  # fmt: skip
+
+
+@st.composite
+def tagged(draw: st.DrawFn) -> dict[str, Any]:
+    kind = draw(st.sampled_from([{"const": k} for k in KINDS] + [{"enum": KINDS[:2]}, {}]))
+    props = {"kind": kind, "x": draw(member)}
+    required = draw(st.lists(st.sampled_from(["kind", "x", "y"]), max_size=2, unique=True))
+    schema: dict[str, Any] = {"type": "object", "properties": props, "required": required}
+    if draw(st.booleans()):
+        del schema["type"]
+    return schema
+
+
+LEAVES = st.one_of(
+    tagged(),
+    st.sampled_from(TYPES).map(lambda t: {"type": t}),
+    st.sampled_from(SCALARS).map(lambda v: {"const": v}),
+    st.lists(st.sampled_from(SCALARS), min_size=1, max_size=3).map(lambda vs: {"enum": vs}),
+    st.lists(st.sampled_from(TYPES), min_size=1, max_size=3).map(lambda ts: {"not": {"type": ts}}),
+)
+OPTIONS = st.recursive(
+    LEAVES,
+    lambda inner: st.lists(inner, min_size=2, max_size=3).flatmap(
+        lambda ss: st.sampled_from([{"oneOf": ss}, {"anyOf": ss}])
+    ),
+    max_leaves=6,
+)
+
+
+def _accepted(schema: Any, instance: Any) -> bool:
+    grammar = compile_json_schema(schema, GrammarOptions(open_objects=True))
+    loc = LocationSpace(Resolver(schema)).at([schema])
+    return grammar.accepts(serialize(reorder(instance, loc)).encode())
+
+
+@given(st.lists(OPTIONS, min_size=2, max_size=4))
+@settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
+def test_one_of_with_disjoint_options_is_exact(options: list[Any]) -> None:
+    schema = {"oneOf": options}
+    validator = jsonschema.Draft202012Validator(schema)
+    try:
+        grammar = compile_json_schema(schema, GrammarOptions(open_objects=True))
+    except GrammarError as error:  # a named refusal of an (almost) empty language
+        assert "nothing is left" in error.message or "matches no" in error.message
+        return
+    loc = LocationSpace(Resolver(schema)).at([schema])
+    for instance in POOL:
+        text = serialize(reorder(instance, loc)).encode()
+        assert grammar.accepts(text) == validator.is_valid(instance), (schema, instance)
+
+
+@given(OPTIONS, OPTIONS)
+@settings(max_examples=100, deadline=None, suppress_health_check=list(HealthCheck))
+def test_disjoint_shapes_share_no_instance(a: Any, b: Any) -> None:
+    root = {"$defs": {"a": a, "b": b}}
+    collector = Collector(Resolver(root), {}, 3)
+    if disjoint(shape(collector, [Part(a, "/$defs/a")]), shape(collector, [Part(b, "/$defs/b")])):
+        both = [i for i in POOL if jsonschema.Draft202012Validator(a).is_valid(i)
+                and jsonschema.Draft202012Validator(b).is_valid(i)]  # fmt: skip
+        assert not both, (a, b, both)
+
+
+def test_tagged_union_needs_no_product() -> None:
+    def option(kind: str, value: Any) -> dict[str, Any]:
+        return {"type": "object", "properties": {"kind": {"const": kind}, "v": value},
+                "required": ["kind", "v"]}  # fmt: skip
+
+    tree = {"anyOf": [{"type": "integer"}, {"type": "array", "items": {"$ref": "#/$defs/t"}}]}
+    options = [option("n", {"type": "integer"}), option("t", {"$ref": "#/$defs/t"})]
+    schema = {"$defs": {"t": tree}, "oneOf": [*options, {"type": "null"}]}
+    grammar = compile_json_schema(schema)
+    assert grammar.has_calls  # no product: recursion stays a rule, unbounded
+    deep: Any = 1
+    for _ in range(8):
+        deep = [deep]
+    assert _accepted(schema, {"kind": "t", "v": deep})
+    assert _accepted(schema, None)
+    assert not _accepted(schema, {"kind": "n", "v": [1]})
+
+
+def test_not_of_a_type_is_the_other_types() -> None:
+    assert complement_types({"type": "null"}) == ["array", "boolean", "object", "string", "number"]
+    assert complement_types({"type": ["number", "string"]}) == ["array", "boolean", "null",
+                                                                 "object"]  # fmt: skip
+    assert complement_types({"type": "number", "minimum": 1}) is None
+    assert complement_types({"type": "integer"}) is None  # non-integral numbers: no `type`
+    assert complement_types({"type": "null", "title": "t"}) is not None  # annotations only
+    schema = {"type": "object", "additionalProperties": {"not": {"type": "null"}}}
+    assert _accepted(schema, {"a": 1, "b": [None]})
+    assert not _accepted(schema, {"a": None})
