@@ -1,7 +1,8 @@
-"""Products left out when options cannot overlap (`json_disjoint`): still exact.
+"""Products left out (`json_disjoint`, `json_conditions`): still exact.
 
 Hypothesis builds tagged unions (options told apart by type, `const`/`enum`, a required
-discriminator member, nested anyOf/oneOf, `not` of a type) and compares the compiled grammar
+discriminator member, nested anyOf/oneOf, `not` of a type) and lists of `if`s on one
+member's value, and compares the compiled grammar
 with jsonschema on a pool of instances: every valid instance is accepted, no invalid one.
 """
 
@@ -127,3 +128,69 @@ def test_not_of_a_type_is_the_other_types() -> None:
     schema = {"type": "object", "additionalProperties": {"not": {"type": "null"}}}
     assert _accepted(schema, {"a": 1, "b": [None]})
     assert not _accepted(schema, {"a": None})
+
+
+@st.composite
+def conditional(draw: st.DrawFn) -> dict[str, Any]:
+    """An `if` on the value of "kind" (const or enum, maybe required / typed), then/else."""
+    test = draw(st.sampled_from([{"const": k} for k in [*KINDS, 1]] + [{"enum": KINDS[1:]}]))
+    cond: dict[str, Any] = {"properties": {"kind": test}}
+    if draw(st.booleans()):
+        cond["required"] = ["kind"]
+    if draw(st.booleans()):
+        cond["type"] = "object"
+    out = {
+        "if": cond,
+        "then": draw(
+            st.sampled_from(
+                [{"required": ["x"]}, {"type": "object"}, {"properties": {"x": draw(member)}}]
+            )
+        ),
+    }
+    if draw(st.booleans()):
+        out["else"] = draw(
+            st.sampled_from(
+                [{"properties": {"x": {"type": "string"}}}, {"required": ["y"]}, {"type": "null"}]
+            )
+        )
+    return out  # fmt: skip
+
+
+@given(st.lists(conditional(), min_size=2, max_size=5), st.sampled_from([None, "object"]))
+@settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+def test_conditions_on_one_member_are_exact(conditions: list[Any], kind: str | None) -> None:
+    schema: dict[str, Any] = {"allOf": conditions}
+    if kind:
+        schema["type"] = kind
+    validator = jsonschema.Draft202012Validator(schema)
+    try:
+        grammar = compile_json_schema(schema, GrammarOptions(open_objects=True))
+    except GrammarError as error:
+        assert "nothing is left" in error.message or "matches no" in error.message
+        assert not any(validator.is_valid(i) for i in POOL)
+        return
+    loc = LocationSpace(Resolver(schema)).at([schema])
+    for instance in POOL:
+        text = serialize(reorder(instance, loc)).encode()
+        assert grammar.accepts(text) == validator.is_valid(instance), (schema, instance)
+
+
+def test_many_conditions_on_one_member_compile_as_cases() -> None:
+    # 40 conditionals: 2^40 combinations resolved one `if` at a time, 43 cases here
+    names = [f"k{i}" for i in range(40)]
+    conditions = [{"if": {"properties": {"kind": {"const": n}}, "required": ["kind"]},
+                   "then": {"properties": {"v": {"const": n}}, "required": ["v"]}}
+                  for n in names]  # fmt: skip
+    schema = {"type": "object", "properties": {"kind": {"type": "string"}, "v": {}},
+              "allOf": conditions}  # fmt: skip
+    options = GrammarOptions(time_limit_s=60)
+    assert accepted_with(schema, {"kind": "k7", "v": "k7"}, options)
+    assert not accepted_with(schema, {"kind": "k7", "v": "k8"}, options)
+    assert accepted_with(schema, {"kind": "other", "v": 1}, options)
+    assert accepted_with(schema, {"v": [1]}, options)
+
+
+def accepted_with(schema: Any, instance: Any, options: GrammarOptions) -> bool:
+    grammar = compile_json_schema(schema, options)
+    loc = LocationSpace(Resolver(schema)).at([schema])
+    return grammar.accepts(serialize(reorder(instance, loc)).encode())

@@ -19,6 +19,7 @@ from decimal import Decimal
 from typing import Any
 
 from kor_cli.errors import GrammarError
+from kor_cli.grammar.json_conditions import group_conditions
 from kor_cli.grammar.json_drafts import FORMATS
 from kor_cli.grammar.json_refs import Resolver, escape_pointer
 from kor_cli.grammar.limits import current, too_many
@@ -194,6 +195,7 @@ class Collector:
                 facts.refs.append(id(schema))
             facts.parts.append(replace(part, skip=skip))
             self._keywords(facts, part, queue, len(facts.parts) - 1)
+        group_conditions(facts)
         return facts
 
     def _keywords(self, facts: Facts, part: Part, queue: list[Part], index: int) -> None:

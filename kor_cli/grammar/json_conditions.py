@@ -1,0 +1,146 @@
+"""`if`s that test one member's value, resolved together by cases of that value.
+
+Real-world schemas select an object's variant with a list of conditionals on one
+discriminator member:
+
+    "allOf": [{"if": {"properties": {"type": {"const": "a"}}, "required": ["type"]},
+               "then": {...}}, {"if": {"properties": {"type": {"const": "b"}}}, ...}, ...]
+
+Resolving each `if` on its own costs two cases (and a DFA product) per conditional, 2^n
+for n of them. Their conditions only ask which value the member has, so the instance
+falls into one of a few exclusive cases, in each of which every condition is decided:
+
+- not an object (`properties`/`required` hold vacuously; a condition saying
+  `"type": "object"` fails);
+- an object without the member (a condition that requires it fails, the others hold);
+- an object whose member is one of the values some condition lists (one case a value);
+- an object whose member is none of them (every condition fails).
+
+Each case conjoins the `then` of the conditions that hold and the `else` of the others:
+`len(values) + 3` cases, exact, and no product but the last case's `not` `enum` on the
+member's value.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from kor_cli.grammar.json_keywords import Facts, Part
+
+NON_OBJECT = ["null", "boolean", "number", "string", "array"]
+_SKIPPED = frozenset({"title", "description", "$comment", "examples", "default"})
+
+
+@dataclass
+class _Test:
+    """One conditional: its holder (index in `facts.parts`), the values the member must
+    take (canonical key -> value), whether it requires the member / an object."""
+
+    index: int
+    values: dict[str, Any]
+    requires: bool
+    typed: bool
+
+
+def group_conditions(facts: Facts) -> None:
+    """Replace pending `if`s that test the same one member (two or more) by its cases."""
+    if facts.unevaluated_props or facts.unevaluated_items:
+        return  # a successful `if` evaluates members: keep the general resolution there
+    by_name: dict[str, list[tuple[int, _Test]]] = {}
+    for n, (kind, index, value) in enumerate(facts.pending):
+        found = _test(value, index) if kind == "if" else None
+        if found is not None:
+            by_name.setdefault(found[0], []).append((n, found[1]))
+    for name, tests in by_name.items():
+        if len(tests) < 2:
+            continue
+        cases = _cases(facts, name, [t for _, t in tests])
+        dropped = {n for n, _ in tests}
+        facts.pending = [p for n, p in enumerate(facts.pending) if n not in dropped]
+        for _, test in tests:
+            part = facts.parts[test.index]
+            facts.parts[test.index] = replace(part, skip=part.skip | {"if"})
+        facts.pending.append(("cases", tests[0][1].index, (f"if:{name}", cases)))
+
+
+def _test(cond: Any, index: int) -> tuple[str, _Test] | None:
+    """(member name, test) if `cond` only asks for one member's value (const/enum)."""
+    if not isinstance(cond, dict) or not isinstance(cond.get("properties"), dict):
+        return None
+    if any(k not in ("properties", "required", "type") and k not in _SKIPPED for k in cond):
+        return None
+    props = cond["properties"]
+    if len(props) != 1:
+        return None
+    ((name, sub),) = props.items()
+    required = cond.get("required", [])
+    if required not in ([], [name]) or cond.get("type", "object") != "object":
+        return None
+    values = _values(sub)
+    if values is None:
+        return None
+    return name, _Test(index, values, bool(required), "type" in cond)
+
+
+def _values(schema: Any) -> dict[str, Any] | None:
+    from kor_cli.grammar.json_schema import canonical_key, value_type  # noqa: PLC0415 (cycle)
+
+    if not isinstance(schema, dict) or not ("const" in schema or "enum" in schema):
+        return None
+    if any(k not in ("const", "enum", "type") and k not in _SKIPPED for k in schema):
+        return None
+    lists = ([schema["const"]],) if "const" in schema else ()
+    if "enum" in schema:
+        if not isinstance(schema["enum"], list):
+            return None
+        lists += (schema["enum"],)
+    names = schema.get("type")
+    names = [names] if isinstance(names, str) else names
+    if names is not None and not isinstance(names, list):
+        return None
+    allowed = None if names is None else {t for n in names for t in _internal(n)}
+    keys = [{canonical_key(v): v for v in values} for values in lists]
+    common = {k: v for k, v in keys[0].items() if all(k in other for other in keys[1:])}
+    return {k: v for k, v in common.items() if allowed is None or value_type(v) in allowed}
+
+
+def _internal(name: Any) -> set[str]:
+    return {"integer", "fraction"} if name == "number" else {str(name)}
+
+
+def _cases(facts: Facts, name: str, tests: list[_Test]) -> list[list[Part]]:
+    """Parts of each exclusive case (see the module docstring)."""
+    every: dict[str, Any] = {}
+    for test in tests:
+        every.update(test.values)
+    anchor = facts.parts[tests[0].index]
+
+    def synthetic(schema: dict[str, Any]) -> Part:
+        return replace(anchor, schema=schema, pointer=anchor.at("if"), skip=frozenset(),
+                       ref=False, parent=0, synthetic=True)  # fmt: skip
+
+    def outcome(holds: Any) -> list[Part]:
+        out = []
+        for test in tests:
+            holder = facts.parts[test.index]
+            chosen = "then" if holds(test) else "else"
+            if chosen in holder.schema:
+                out.append(replace(holder, schema=holder.schema[chosen], pointer=holder.at(chosen),
+                                   skip=frozenset(), ref=False, parent=id(holder.schema),
+                                   synthetic=False))  # fmt: skip
+        return out
+
+    cases = [
+        [synthetic({"type": NON_OBJECT}), *outcome(lambda t: not t.typed)],
+        [synthetic({"type": "object", "properties": {name: False}}),
+         *outcome(lambda t: not t.requires)],
+    ]  # fmt: skip
+    for key, value in every.items():
+        member = {"type": "object", "required": [name], "properties": {name: {"const": value}}}
+        cases.append([synthetic(member), *outcome(lambda t, key=key: key in t.values)])
+    other = {"not": {"enum": list(every.values())}}
+    rest = {"type": "object", "required": [name], "properties": {name: other}}
+    cases.append([synthetic(rest), *outcome(lambda t: False)])
+    return cases
