@@ -1,7 +1,8 @@
 """Products left out (`json_disjoint`, `json_conditions`): still exact.
 
 Hypothesis builds tagged unions (options told apart by type, `const`/`enum`, a required
-discriminator member, nested anyOf/oneOf, `not` of a type) and lists of `if`s on one
+discriminator member, nested anyOf/oneOf, `not` of a type, which members are present,
+an always-true option) and lists of `if`s on one
 member's value, and compares the compiled grammar
 with jsonschema on a pool of instances: every valid instance is accepted, no invalid one.
 """
@@ -51,12 +52,17 @@ def tagged(draw: st.DrawFn) -> dict[str, Any]:
     return schema
 
 
+NAMES = st.lists(st.sampled_from(["kind", "x", "y"]), min_size=1, max_size=2, unique=True)
 LEAVES = st.one_of(
     tagged(),
     st.sampled_from(TYPES).map(lambda t: {"type": t}),
     st.sampled_from(SCALARS).map(lambda v: {"const": v}),
     st.lists(st.sampled_from(SCALARS), min_size=1, max_size=3).map(lambda vs: {"enum": vs}),
     st.lists(st.sampled_from(TYPES), min_size=1, max_size=3).map(lambda ts: {"not": {"type": ts}}),
+    NAMES.map(lambda ns: {"required": ns}),
+    NAMES.map(lambda ns: {"not": {"required": ns}}),
+    NAMES.map(lambda ns: {"not": {"anyOf": [{"required": [n]} for n in ns]}}),
+    st.just({"title": "anything"}),
 )
 OPTIONS = st.recursive(
     LEAVES,
@@ -73,15 +79,15 @@ def _accepted(schema: Any, instance: Any) -> bool:
     return grammar.accepts(serialize(reorder(instance, loc)).encode())
 
 
-@given(st.lists(OPTIONS, min_size=2, max_size=4))
-@settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
-def test_one_of_with_disjoint_options_is_exact(options: list[Any]) -> None:
-    schema = {"oneOf": options}
+def assert_exact(schema: Any) -> None:
+    """The grammar accepts exactly the valid instances of POOL (open objects, as the spec);
+    a refusal must be a named empty language, and then nothing in POOL is valid."""
     validator = jsonschema.Draft202012Validator(schema)
     try:
         grammar = compile_json_schema(schema, GrammarOptions(open_objects=True))
-    except GrammarError as error:  # a named refusal of an (almost) empty language
+    except GrammarError as error:
         assert "nothing is left" in error.message or "matches no" in error.message
+        assert not any(validator.is_valid(i) for i in POOL)
         return
     loc = LocationSpace(Resolver(schema)).at([schema])
     for instance in POOL:
@@ -89,8 +95,15 @@ def test_one_of_with_disjoint_options_is_exact(options: list[Any]) -> None:
         assert grammar.accepts(text) == validator.is_valid(instance), (schema, instance)
 
 
+@given(st.lists(OPTIONS, min_size=2, max_size=4))
+@settings(max_examples=30, deadline=None, suppress_health_check=list(HealthCheck))
+def test_one_of_with_disjoint_options_is_exact(options: list[Any]) -> None:
+    schema = {"oneOf": options}
+    assert_exact(schema)
+
+
 @given(OPTIONS, OPTIONS)
-@settings(max_examples=100, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=80, deadline=None, suppress_health_check=list(HealthCheck))
 def test_disjoint_shapes_share_no_instance(a: Any, b: Any) -> None:
     root = {"$defs": {"a": a, "b": b}}
     collector = Collector(Resolver(root), {}, 3)
@@ -162,17 +175,7 @@ def test_conditions_on_one_member_are_exact(conditions: list[Any], kind: str | N
     schema: dict[str, Any] = {"allOf": conditions}
     if kind:
         schema["type"] = kind
-    validator = jsonschema.Draft202012Validator(schema)
-    try:
-        grammar = compile_json_schema(schema, GrammarOptions(open_objects=True))
-    except GrammarError as error:
-        assert "nothing is left" in error.message or "matches no" in error.message
-        assert not any(validator.is_valid(i) for i in POOL)
-        return
-    loc = LocationSpace(Resolver(schema)).at([schema])
-    for instance in POOL:
-        text = serialize(reorder(instance, loc)).encode()
-        assert grammar.accepts(text) == validator.is_valid(instance), (schema, instance)
+    assert_exact(schema)
 
 
 def test_many_conditions_on_one_member_compile_as_cases() -> None:
@@ -194,3 +197,19 @@ def accepted_with(schema: Any, instance: Any, options: GrammarOptions) -> bool:
     grammar = compile_json_schema(schema, options)
     loc = LocationSpace(Resolver(schema)).at([schema])
     return grammar.accepts(serialize(reorder(instance, loc)).encode())
+
+
+PRESENCE = st.one_of(
+    st.lists(st.sampled_from(["kind", "x", "y"]), min_size=2, max_size=3).map(
+        lambda ns: {"oneOf": [{"required": [n]} for n in ns]}
+    ),
+    NAMES.map(lambda ns: {"not": {"required": ns}}),
+    NAMES.map(lambda ns: {"not": {"anyOf": [{"required": [n]} for n in ns]}}),
+)
+
+
+@given(st.lists(PRESENCE, min_size=1, max_size=2), st.sampled_from([{}, {"type": "object"}]))
+@settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
+def test_presence_applicators_are_exact(applied: list[Any], base: dict[str, Any]) -> None:
+    schema = {**base, "allOf": applied}
+    assert_exact(schema)

@@ -144,3 +144,45 @@ def _cases(facts: Facts, name: str, tests: list[_Test]) -> list[list[Part]]:
     rest = {"type": "object", "required": [name], "properties": {name: other}}
     cases.append([synthetic(rest), *outcome(lambda t: False)])
     return cases
+
+
+def presence_cases(keyword: str, value: Any, holder: Part) -> list[list[Part]] | None:
+    """Exclusive-enough cases for `oneOf`/`not` that only ask which members are present,
+    or None: `"oneOf": [{"required": ["a"]}, {"required": ["b"]}]` is an object with `a`
+    and without `b`, or the reverse (a non-object satisfies both: fails); `"not":
+    {"required": ["a", "b"]}` is an object without `a`, or without `b`; `"not": {"anyOf":
+    [{"required": ["a"]}, {"required": ["b"]}]}` an object with neither."""
+
+    def case(schema: dict[str, Any]) -> list[Part]:
+        return [replace(holder, schema={"type": "object", **schema}, pointer=holder.at(keyword),
+                        skip=frozenset(), ref=False, parent=0, synthetic=True)]  # fmt: skip
+
+    if keyword == "oneOf" and isinstance(value, list):
+        names = [_names(s) for s in value]
+        single = [n[0] for n in names if n is not None and len(n) == 1]
+        if len(single) < 2 or len(single) != len(value) or len(set(single)) != len(single):
+            return None
+        absent = {n: False for n in single}
+        return [case({"required": [n], "properties": {**absent, n: True}}) for n in single]
+    if keyword != "not" or not isinstance(value, dict):
+        return None
+    names = _names(value)
+    if names:
+        return [case({"properties": {n: False}}) for n in names]
+    options = value.get("anyOf") if set(value) - _SKIPPED == {"anyOf"} else None
+    if not isinstance(options, list) or not options:
+        return None
+    found = [_names(s) for s in options]
+    if any(n is None or len(n) != 1 for n in found):
+        return None
+    return [case({"properties": {n[0]: False for n in found if n}})]
+
+
+def _names(schema: Any) -> list[str] | None:
+    """The names of a schema that only says `required` (None otherwise)."""
+    if not isinstance(schema, dict) or set(schema) - _SKIPPED != {"required"}:
+        return None
+    names = schema["required"]
+    if not isinstance(names, list) or not names or not all(isinstance(n, str) for n in names):
+        return None
+    return list(dict.fromkeys(names))

@@ -81,10 +81,15 @@ def shape(collector: Collector, parts: list[Part], nesting: int = 0) -> Shape:
     else:
         result = _of(facts)
         for kind, index, value in facts.pending if nesting < MAX_NESTING else ():
-            if kind in ("anyOf", "oneOf") and isinstance(value, list) and value:
-                holder = facts.parts[index]
+            holder = facts.parts[index]
+            if kind == "cases":  # lists of parts (json_conditions)
+                options = [shape(collector, parts, nesting + 1) for parts in value[1]]
+            elif kind in ("anyOf", "oneOf") and isinstance(value, list) and value:
                 options = [shape(collector, [Part(s, holder.at(kind, k))], nesting + 1)
                            for k, s in enumerate(value)]  # fmt: skip
+            else:
+                continue
+            if options:
                 either = options[0]
                 for other in options[1:]:
                     either = either.join(other)
@@ -138,11 +143,16 @@ def disjoint(a: Shape, b: Shape) -> bool:
     if a.values is not None and b.values is not None and not a.values & b.values:
         return True
     if common <= {"object"}:
-        return any(
-            not a.tags[n] & b.tags[n] and (n in a.required or n in b.required)
-            for n in a.tags.keys() & b.tags.keys()
-        )
+        return any(_apart(a.tags.get(n), b.tags.get(n)) for n in a.required | b.required)
     return False
+
+
+def _apart(mine: frozenset[str] | None, theirs: frozenset[str] | None) -> bool:
+    """A member one side requires cannot take a value both sides allow (an empty set: the
+    member is absent there)."""
+    if mine is not None and theirs is not None:
+        return not mine & theirs
+    return mine == frozenset() or theirs == frozenset()
 
 
 def rivals(collector: Collector, options: list[Part]) -> list[set[int]]:

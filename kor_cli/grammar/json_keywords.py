@@ -19,7 +19,7 @@ from decimal import Decimal
 from typing import Any
 
 from kor_cli.errors import GrammarError
-from kor_cli.grammar.json_conditions import group_conditions
+from kor_cli.grammar.json_conditions import group_conditions, presence_cases
 from kor_cli.grammar.json_drafts import FORMATS
 from kor_cli.grammar.json_refs import Resolver, escape_pointer
 from kor_cli.grammar.limits import current, too_many
@@ -396,9 +396,23 @@ def _pending(keyword: str):  # type: ignore[no-untyped-def]
     def handler(c: Collector, facts: Facts, part: Part, value: Any, q: list[Part], i: int) -> None:
         if keyword != "not":
             _schema_list(value, keyword, part.pointer)
+        if keyword == "anyOf" and any(_holds_always(c, s) for s in value):
+            return  # e.g. `"anyOf": [{"oneOf": [...]}, {}]`: no constraint at all
+        cases = presence_cases(keyword, value, part)
+        if cases is not None:  # only which members are present: no product
+            facts.pending.append(("cases", i, (keyword, cases)))
+            return
         facts.pending.append((keyword, i, value))
 
     return handler
+
+
+def _holds_always(c: Collector, schema: Any) -> bool:
+    """`true`, or a schema of annotations only."""
+    if schema is True:
+        return True
+    keys = c.resolver.draft_for(schema).applied(schema) if isinstance(schema, dict) else [0]
+    return all(k in ANNOTATIONS for k in keys)
 
 
 def _ignore(c: Collector, facts: Facts, part: Part, value: Any, q: list[Part], i: int) -> None:
