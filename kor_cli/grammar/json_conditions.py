@@ -45,9 +45,8 @@ class _Test:
 
 
 def group_conditions(facts: Facts) -> None:
-    """Replace pending `if`s that test the same one member (two or more) by its cases."""
-    if facts.unevaluated_props or facts.unevaluated_items:
-        return  # a successful `if` evaluates members: keep the general resolution there
+    """Replace pending `if`s that test the same one member (two or more) by its cases
+    (not beside `unevaluated*`: a successful `if` evaluates members, the caller checks)."""
     by_name: dict[str, list[tuple[int, _Test]]] = {}
     for n, (kind, index, value) in enumerate(facts.pending):
         found = _test(value, index) if kind == "if" else None

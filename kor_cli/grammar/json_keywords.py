@@ -195,8 +195,14 @@ class Collector:
                 facts.refs.append(id(schema))
             facts.parts.append(replace(part, skip=skip))
             self._keywords(facts, part, queue, len(facts.parts) - 1)
-        group_conditions(facts)
+        if not (facts.unevaluated_props or facts.unevaluated_items):  # no annotations read
+            facts.pending = [p for p in facts.pending if not self._vacuous(p)]
+            group_conditions(facts)
         return facts
+
+    def _vacuous(self, pending: tuple[str, int, Any]) -> bool:
+        """An `anyOf` with an always-true option (`"anyOf": [{"oneOf": [...]}, {}]`)."""
+        return pending[0] == "anyOf" and any(_holds_always(self, s) for s in pending[2])
 
     def _keywords(self, facts: Facts, part: Part, queue: list[Part], index: int) -> None:
         schema: dict[str, Any] = part.schema
@@ -396,8 +402,6 @@ def _pending(keyword: str):  # type: ignore[no-untyped-def]
     def handler(c: Collector, facts: Facts, part: Part, value: Any, q: list[Part], i: int) -> None:
         if keyword != "not":
             _schema_list(value, keyword, part.pointer)
-        if keyword == "anyOf" and any(_holds_always(c, s) for s in value):
-            return  # e.g. `"anyOf": [{"oneOf": [...]}, {}]`: no constraint at all
         cases = presence_cases(keyword, value, part)
         if cases is not None:  # only which members are present: no product
             facts.pending.append(("cases", i, (keyword, cases)))
