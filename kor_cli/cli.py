@@ -5,11 +5,11 @@ from __future__ import annotations
 import sys
 
 import typer
-from rich.console import Console
 
 from kor_cli import cli_options as opts
-from kor_cli.console import emit_json, emit_text, info, plural, run_guarded, warn
-from kor_cli.errors import EXIT_INVALID, EXIT_OK, InputError, UsageError
+from kor_cli import cli_reports
+from kor_cli.console import emit_json, emit_text, info, run_guarded, warn
+from kor_cli.errors import EXIT_INVALID, EXIT_OK, UsageError
 
 EXIT_CODES = """\
 Exit codes: 0 valid record(s) · 1 no valid record · 2 usage, schema or input error ·
@@ -40,24 +40,6 @@ app.add_typer(schema_app, name="schema")
 
 SCHEMA_HELP = opts.SCHEMA_HELP
 INPUT_HELP = opts.INPUT_HELP
-
-
-def _stdin_or(path: str, limit: int | None = None) -> str:
-    if path == "-" and sys.stdin.isatty():
-        raise InputError("no input text: pass a file or pipe text on stdin")
-    from kor_cli.inputs import read_text
-
-    return read_text(path) if limit is None else read_text(path, limit=limit)
-
-
-def _check_fits(text: str, input_path: str, backend: object) -> None:
-    """Refuse a text the model's context cannot hold before it is tokenized."""
-    from kor_cli.inputs import check_fits
-    from kor_cli.runner import model_context
-
-    loaded = getattr(backend, "loaded", backend)
-    source = "<stdin>" if input_path == "-" else input_path
-    check_fits(text, model_context(loaded), source)  # type: ignore[arg-type]
 
 
 def _print_version(value: bool) -> None:
@@ -147,7 +129,7 @@ def prompt_cmd(
         loaded = load_schema(schema, lenient=lenient, open_objects=open_objects)
         for message in loaded.warnings:
             warn(message)
-        text = _stdin_or(input_path, max_input_bytes)
+        text = opts.stdin_or(input_path, max_input_bytes)
         template_text = load_template(template) if template else None
         emit_text(
             render_prompt(loaded, text, template=template_text, input_formatter=input_formatter)
@@ -199,7 +181,7 @@ def extract_cmd(
         from kor_cli.schema import load_schema
 
         loaded_schema = load_schema(schema, lenient=lenient, open_objects=open_objects)
-        text = _stdin_or(input_path, max_input_bytes)
+        text = opts.stdin_or(input_path, max_input_bytes)
         options = opts.build_extract_options(
             mode=mode, max_tokens=max_tokens, temperature=temperature, top_k=top_k, top_p=top_p,
             seed=seed, chat=chat, template=template, input_formatter=input_formatter, jump=jump,
@@ -209,7 +191,7 @@ def extract_cmd(
         backend = load_backend(
             model, device=device, dtype=dtype, threads=threads, compile=compile
         )
-        _check_fits(text, input_path, backend)
+        opts.check_fits(text, input_path, backend)
         extractor = Extractor(loaded_schema, backend, options)
         for message in extractor.warnings:
             warn(message)
@@ -262,7 +244,7 @@ def generate_cmd(
         from kor_cli.generate import generate_text, text_grammar
 
         grammar = text_grammar(regex, choice)
-        prompt = _stdin_or(prompt_path)
+        prompt = opts.stdin_or(prompt_path)
         sampling = SamplingOptions(
             temperature=temperature, top_k=top_k, top_p=top_p, seed=seed, max_new_tokens=max_tokens
         )
@@ -385,174 +367,9 @@ def batch_cmd(
     raise typer.Exit(run_guarded(action))
 
 
-COMPARE_EXIT_CODES = """\
-Exit codes: 0 the run completed (bad input lines are counted, not fatal) · 2 usage, schema
-or input error · 4 model failed to load · 130 interrupted."""
-
-
-@app.command("compare", epilog=COMPARE_EXIT_CODES)
-def compare_cmd(
-    schema: str = typer.Argument(..., help=SCHEMA_HELP),
-    inputs: list[str] = typer.Argument(
-        ..., metavar="DATA...", help="JSONL files ('-' for stdin) with a text and a gold field."
-    ),
-    model: str | None = opts.MODEL,
-    modes: str = typer.Option(
-        "prompt,constrained",
-        "--modes",
-        help="Comma-separated: prompt, constrained, constrained-nojump.",
-    ),
-    text_key: str = typer.Option("text", "--text-key", help="JSONL field holding the text."),
-    id_key: str = typer.Option("id", "--id-key", help="JSONL field holding the id."),
-    gold_key: str = typer.Option(
-        "gold", "--gold-key", help="JSONL field with the expected value (or whole record)."
-    ),
-    limit: int | None = typer.Option(None, "--limit", min=0, help="Only the first N records."),
-    batch_size: int = typer.Option(8, "--batch-size", min=1, help="Records per batch."),
-    as_json: bool = typer.Option(False, "--json", help="Print a JSON report instead."),
-    report: str | None = typer.Option(
-        None, "--report", metavar="FILE.html", help="Also write a self-contained HTML report."
-    ),
-    max_tokens: int = opts.MAX_TOKENS,
-    temperature: float = opts.TEMPERATURE,
-    top_k: int = opts.TOP_K,
-    top_p: float = opts.TOP_P,
-    seed: int | None = opts.SEED,
-    chat: bool | None = opts.CHAT,
-    device: str = opts.DEVICE,
-    dtype: str = opts.DTYPE,
-    threads: int = opts.THREADS,
-    compile: bool | None = opts.COMPILE,
-    template: str | None = opts.TEMPLATE,
-    input_formatter: str = opts.INPUT_FORMATTER,
-    allow_refusal: bool = opts.ALLOW_REFUSAL,
-    allow_empty: bool | None = opts.ALLOW_EMPTY,
-    lenient: bool = opts.LENIENT,
-    open_objects: bool = opts.OPEN_OBJECTS,
-) -> None:
-    """Run prompt-only and constrained extraction on the same records and compare them.
-
-    Prints a table (or --json) of parse and schema-valid rates, field accuracy and exact
-    match against the gold field, tokens, forward passes, forced tokens and seconds per
-    record. Progress goes to stderr.
-
-    Example: kor-cli compare schemas/person.yaml samples/people.jsonl
-    """
-
-    def action() -> None:
-        from kor_cli.compare import CompareOptions, comparison_table, parse_modes, run_compare
-        from kor_cli.report import check_report_path, write_report
-
-        chosen = parse_modes(modes)
-        if report:
-            check_report_path(report)
-        base = opts.build_extract_options(
-            mode="constrained", max_tokens=max_tokens, temperature=temperature, top_k=top_k,
-            top_p=top_p, seed=seed, chat=chat, template=template,
-            input_formatter=input_formatter, jump=True, allow_refusal=allow_refusal,
-            allow_empty=allow_empty,
-            lenient=lenient,
-            open_objects=open_objects,
-        )
-        options = CompareOptions(
-            inputs=tuple(inputs), modes=chosen, text_key=text_key, id_key=id_key,
-            gold_key=gold_key, batch_size=batch_size, limit=limit,
-        )
-        result = run_compare(
-            schema, model, base, options, device=device, dtype=dtype, threads=threads,
-            compile=compile,
-        )  # fmt: skip
-        if report:
-            write_report(result, report)
-        if as_json:
-            emit_json(result, indent=2)
-        else:
-            _stdout_console().print(comparison_table(result))
-        errors = result["input_errors"]
-        if errors:
-            count = plural(len(errors), "input error")
-            warn(f"{count} (not compared), first: {errors[0]['error']}")
-
-    run_guarded(action)
-
-
-def _stdout_console() -> Console:
-    """A rich console on stdout, for tables that are a command's result."""
-    return Console(highlight=False, emoji=False)
-
-
-TRACE_EXIT_CODES = """\
-Exit codes: 0 decoding finished · 1 it stopped at --max-tokens · 2 usage, schema or input
-error · 4 model failed to load · 130 interrupted."""
-
-
-@app.command("trace", epilog=TRACE_EXIT_CODES)
-def trace_cmd(
-    schema: str = typer.Argument(..., help=SCHEMA_HELP),
-    input_path: str = typer.Argument("-", metavar="[INPUT|-]", help=INPUT_HELP),
-    max_input_bytes: int = opts.MAX_INPUT_BYTES,
-    model: str | None = opts.MODEL,
-    as_json: bool = typer.Option(False, "--json", help="Print the steps as a JSON list."),
-    max_tokens: int = opts.MAX_TOKENS,
-    temperature: float = opts.TEMPERATURE,
-    top_k: int = opts.TOP_K,
-    top_p: float = opts.TOP_P,
-    seed: int | None = opts.SEED,
-    chat: bool | None = opts.CHAT,
-    device: str = opts.DEVICE,
-    dtype: str = opts.DTYPE,
-    threads: int = opts.THREADS,
-    compile: bool | None = opts.COMPILE,
-    template: str | None = opts.TEMPLATE,
-    input_formatter: str = opts.INPUT_FORMATTER,
-    jump: bool = opts.JUMP,
-    allow_refusal: bool = opts.ALLOW_REFUSAL,
-    allow_empty: bool | None = opts.ALLOW_EMPTY,
-    lenient: bool = opts.LENIENT,
-    open_objects: bool = opts.OPEN_OBJECTS,
-) -> None:
-    """Show constrained decoding of one text step by step.
-
-    Per sampled token: how many tokens the grammar allowed, the model's probability mass
-    on them (how much of its distribution the schema kept), the chosen token and its
-    probability. Jump-forward chunks get lines of their own. The summary is the table's
-    caption (on stderr with --json); the output text goes to stderr.
-
-    Example: kor-cli trace schemas/person.yaml samples/person.txt
-    """
-
-    def action() -> int:
-        from kor_cli.backends import load_backend
-        from kor_cli.schema import load_schema
-        from kor_cli.trace import run_trace, summary, trace_table
-
-        loaded_schema = load_schema(schema, lenient=lenient, open_objects=open_objects)
-        text = _stdin_or(input_path, max_input_bytes)
-        options = opts.build_extract_options(
-            mode="constrained", max_tokens=max_tokens, temperature=temperature, top_k=top_k,
-            top_p=top_p, seed=seed, chat=chat, template=template,
-            input_formatter=input_formatter, jump=jump, allow_refusal=allow_refusal,
-            allow_empty=allow_empty,
-            lenient=lenient,
-            open_objects=open_objects,
-        )
-        backend = load_backend(
-            model, device=device, dtype=dtype, threads=threads, compile=compile
-        )
-        _check_fits(text, input_path, backend)
-        steps, decoded, warnings = run_trace(loaded_schema, backend, text, options)
-        for message in warnings:
-            warn(message)
-        if as_json:
-            emit_json([step.to_dict(number) for number, step in enumerate(steps)], indent=2)
-        else:
-            _stdout_console().print(trace_table(steps, decoded))
-        if as_json:
-            info(summary(steps, decoded))
-        info(f"output: {decoded.text}")
-        return EXIT_OK if decoded.finish_reason == "stop" else EXIT_INVALID
-
-    raise typer.Exit(run_guarded(action))
+# `compare` and `trace` (kor_cli/cli_reports.py), after the others in --help
+app.command("compare", epilog=cli_reports.COMPARE_EXIT_CODES)(cli_reports.compare_cmd)
+app.command("trace", epilog=cli_reports.TRACE_EXIT_CODES)(cli_reports.trace_cmd)
 
 
 def run() -> None:

@@ -1,13 +1,16 @@
-"""Typer option declarations shared by the commands that run a model, and their assembly
-into `ExtractOptions`. No torch import here."""
+"""Typer option declarations shared by the commands that run a model, their assembly
+into `ExtractOptions`, and the input checks those commands share. No torch import here."""
 
 from __future__ import annotations
 
 import math
 import re
+import sys
 from typing import TYPE_CHECKING
 
 import typer
+
+from kor_cli.errors import InputError
 
 if TYPE_CHECKING:
     from kor_cli.extract import ExtractOptions
@@ -149,3 +152,22 @@ def build_extract_options(
     )
     check_options(options)
     return options
+
+
+def stdin_or(path: str, limit: int | None = None) -> str:
+    """The text of file `path`, or of stdin for '-' (an InputError on a terminal)."""
+    if path == "-" and sys.stdin.isatty():
+        raise InputError("no input text: pass a file or pipe text on stdin")
+    from kor_cli.inputs import read_text
+
+    return read_text(path) if limit is None else read_text(path, limit=limit)
+
+
+def check_fits(text: str, input_path: str, backend: object) -> None:
+    """Refuse a text the model's context cannot hold before it is tokenized."""
+    from kor_cli.inputs import check_fits as fits
+    from kor_cli.runner import model_context
+
+    loaded = getattr(backend, "loaded", backend)
+    source = "<stdin>" if input_path == "-" else input_path
+    fits(text, model_context(loaded), source)  # type: ignore[arg-type]
