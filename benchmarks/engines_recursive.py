@@ -52,34 +52,15 @@ from grammar_masks import continuation
 
 from kor_cli.grammar.compile import serialize
 from kor_cli.grammar.surface import CompiledGrammar, GrammarMatcher, TokenizerInfo
-from kor_cli.testing import QWEN_LOGITS_WIDTH, TOKENIZER_NAMES, load_offline_tokenizer
+from kor_cli.testing import (
+    QWEN_LOGITS_WIDTH,
+    TOKENIZER_NAMES,
+    load_offline_tokenizer,
+    recursive_schema,
+)
 
-TREE = {
-    "type": "object",
-    "properties": {"v": {"type": "integer"}, "kids": {"type": "array", "items": {"$ref": "#"}}},
-    "required": ["v"],
-    "additionalProperties": False,
-}
-RPC = {
-    "$defs": {
-        "value": {
-            "anyOf": [
-                {"type": ["string", "integer", "boolean", "null"]},
-                {"type": "array", "items": {"$ref": "#/$defs/value"}},
-                {"type": "object", "additionalProperties": {"$ref": "#/$defs/value"}},
-            ]
-        }
-    },
-    "type": "object",
-    "properties": {
-        "jsonrpc": {"const": "2.0"},
-        "method": {"type": "string"},
-        "params": {"$ref": "#/$defs/value"},
-        "id": {"type": "integer"},
-    },
-    "required": ["jsonrpc", "method", "id"],
-    "additionalProperties": False,
-}
+TREE = recursive_schema("tree", closed=True)
+RPC = recursive_schema("rpc", closed=True)
 SCHEMAS = {"tree": TREE, "rpc": RPC}
 
 
