@@ -147,3 +147,37 @@ def test_a_record_grammar_read_back_finds_its_missing_rules(
     again = record_grammar(schema)
     assert isinstance(again.rules, CachedRules) and again.rules.built < fresh.rules.built
     assert masks_along(compile_grammar(again, INFO, cache_dir=None), text) == expected
+
+
+def test_deferred_values_read_back_are_built_through_the_replayed_compile(tmp_path: Path) -> None:
+    big = {
+        "type": "object",
+        "properties": {f"p{i}": {"type": "string"} for i in range(30)},
+        "required": [f"p{i}" for i in range(30)],
+        "additionalProperties": False,
+    }  # large enough to become a rule whose AST is built when first reached
+    schema = {
+        "type": "object",
+        "properties": {
+            "a": {"type": "integer"},
+            "big": big,
+            "more": {"type": "array", "items": big},
+        },
+        "required": ["a", "big"],
+        "additionalProperties": False,
+    }
+    doc = {
+        "a": 1,
+        "big": {f"p{i}": "x" for i in range(30)},
+        "more": [{"p0": "y"} | {f"p{i}": "z" for i in range(1, 30)}],
+    }
+    text = serialize(doc).encode()
+    build = Builds(schema, "deferred")
+    first = cached_grammar(["deferred"], build, cache_dir=tmp_path)  # stores the start rule
+    assert first.has_calls and first.rules.built == 1
+    again = cached_grammar(["deferred"], build, cache_dir=tmp_path)
+    assert isinstance(again.rules, CachedRules) and build.count == 1
+    masks = masks_along(compile_grammar(again, INFO, cache_dir=None), text)
+    assert build.count == 2 and again.rules.built > 1  # the deferred rules, one compile
+    fresh = compile_grammar(compile_json_schema({**schema, "title": "fresh"}), INFO, cache_dir=None)
+    assert masks == masks_along(fresh, text)
