@@ -32,7 +32,8 @@ PIECES = [
 VOCAB = [bytes([b]) for b in range(256)] + PIECES + [None]
 STOP = len(VOCAB) - 1
 TOKENIZER = TokenizerInfo(VOCAB, stop_ids=[STOP], vocab_size=len(VOCAB))
-UI = json.loads((Path(__file__).parent / "data" / "grammar_schemas.json").read_text())["ui"]["schema"]
+DATA = Path(__file__).parent / "data" / "grammar_schemas.json"
+UI = json.loads(DATA.read_text())["ui"]["schema"]
 SCHEMAS = {name: recursive_schema(name) for name in RECURSIVE_NAMES} | {"ui": UI}
 
 
