@@ -6,7 +6,7 @@ the candidate filter is checked against walking every token), no dead ends, roll
 from __future__ import annotations
 
 import json
-from fractions import Fraction
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -67,11 +67,11 @@ def _checked(name: str) -> PushdownGrammar:
 
 
 def _exact(value: Any) -> Any:
-    """A hashable form equal for equal JSON values (numbers as exact fractions)."""
+    """A hashable form equal for equal JSON values (numbers as exact decimals)."""
     if isinstance(value, bool):
         return ("b", value)
-    if isinstance(value, (int, Fraction)):
-        return ("n", Fraction(value))
+    if isinstance(value, Decimal):
+        return ("n", value)
     if isinstance(value, list):
         return ("a", tuple(_exact(v) for v in value))
     if isinstance(value, dict):
@@ -85,7 +85,7 @@ def _valid_and_distinct(text: bytes, schema: dict[str, Any]) -> bool:
     jsonschema.validate(
         json.loads(text), json.loads(json.dumps(schema).replace("uniqueItems", "x"))
     )
-    exact = json.loads(text, parse_float=Fraction)
+    exact = json.loads(text, parse_float=Decimal, parse_int=Decimal)
     arrays = [exact] if isinstance(exact, list) else list(exact.values())
     return all(len({_exact(v) for v in a}) == len(a) for a in arrays)
 
@@ -280,3 +280,39 @@ def test_the_disk_cache_keeps_the_check(tmp_path: Path) -> None:
     second = cached_grammar(source, lambda: compile_json_schema(schema), cache_dir=tmp_path)
     assert isinstance(second.rules, CachedRules) and second.rules.checked
     assert not second.accepts(b'{"tags":["a","a"]}') and second.accepts(b'{"tags":["b","a"]}')
+
+
+ITEM_SCHEMAS = st.one_of(
+    st.builds(lambda n: {"enum": [f"v{i}" for i in range(n)]}, st.integers(7, 12)),
+    st.builds(
+        lambda lo, width: {"type": "integer", "minimum": lo, "maximum": lo + width},
+        st.integers(-12, 5), st.integers(6, 14),
+    ),
+    st.builds(
+        lambda lo, width: {"type": "number", "minimum": lo, "maximum": lo + width},
+        st.integers(-3, 3), st.integers(0, 2),
+    ),
+    st.builds(lambda n: {"type": "string", "maxLength": n}, st.integers(1, 3)),
+    st.just({"type": ["boolean", "null", "integer"], "maximum": 9, "minimum": 0}),
+    st.just({"type": "array", "items": {"type": "boolean"}, "maxItems": 3}),
+)  # fmt: skip
+
+
+@settings(max_examples=25, deadline=None)
+@given(item=ITEM_SCHEMAS, least=st.integers(0, 7), seed=st.integers(0, 2**16))
+def test_random_item_languages_never_dead_end(item: dict[str, Any], least: int, seed: int) -> None:
+    """Random walks over random item languages (finite ones past 6 values, bounded numbers
+    whose texts are endless, free strings) always end, with distinct valid items."""
+    schema = {"type": "array", "items": item, "uniqueItems": True, "minItems": least}
+    try:
+        grammar = compile_json_schema(schema)
+    except GrammarError as error:  # fewer values than minItems: an empty language
+        assert "matches no" in str(error) and not jsonschema.Draft202012Validator(schema).is_valid(
+            []
+        )
+        return
+    if not grammar.has_calls:  # at most 6 values: the DFA path
+        return
+    matcher = PushdownMatcher(PushdownGrammar(grammar.rules, TOY))
+    text = _walk(matcher, np.random.default_rng(seed))
+    assert _valid_and_distinct(text, schema), text
