@@ -159,6 +159,11 @@ def main() -> None:
     parser.add_argument("--shape", choices=("llama", "tiny", "0.5b", "7b"), default="llama",
                         help="llama: --hidden/--layers; others: batch_throughput.py's shapes")
     parser.add_argument("--device", default="cpu", help="cpu | cuda | cuda:N")
+    parser.add_argument(
+        "--head-counts",
+        default="16,64,256,1024,4096,16384,65536",
+        help="allowed-token counts of the LM-head break-even table",
+    )
     parser.add_argument("--out", type=Path, help=f"write the JSON results here (e.g. {RESULTS})")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
@@ -181,7 +186,7 @@ def main() -> None:
         oracle = Oracle(info.token_bytes, loaded.stop_ids[0])
         modes = [run_mode(loaded, oracle, m, args.repeat)
                  for m in ("prompt", "constrained", "constrained-nojump")]
-    counts = [16, 64, 256, 1024, 4096, 16384, 65536]
+    counts = [int(count) for count in args.head_counts.split(",")]
     report = {
         "machine": f"{platform.machine()} {platform.processor() or ''}".strip()
                    + (", shared" if args.device == "cpu" else ""),

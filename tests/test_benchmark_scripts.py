@@ -15,7 +15,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 BENCH = ROOT / "benchmarks"
-SCRIPTS = ["decode_modes.py", "batch_throughput.py"]  # runtime11's (issue 11)
+SCRIPTS = ["decode_modes.py", "batch_throughput.py", "startup.py"]  # runtime11's (issue 11)
 SCRIPTS += [
     "demo_heldout.py", "engines.py", "grammar_masks.py", "json_schema_suite.py", "schemastore.py"
 ]  # fmt: skip
@@ -92,3 +92,21 @@ def test_engines_without_the_bench_extra_runs_kor_alone(tmp_path: Path) -> None:
     assert list(report["versions"]) == ["kor-cli"]
     [row] = report["tokenizers"]["mistral-sp"]["schemas"]
     assert list(row["engines"]) == ["kor"] and row["correctness"]["wrong_steps"] == 0
+
+
+@pytest.mark.slow
+def test_gpu_run_script_runs_end_to_end_on_cpu(tmp_path: Path) -> None:
+    """`bash benchmarks/gpu_run.sh --cpu DIR`: the GPU script's every step on the tiny shape,
+    so a GPU session can run it at once."""
+    done = subprocess.run(
+        ["bash", str(BENCH / "gpu_run.sh"), "--cpu", str(tmp_path)],
+        capture_output=True, text=True, cwd=ROOT, timeout=3000,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    for name in ("batch_throughput_cpu_tiny.json", "batch_throughput_cpu_tiny-large.json"):
+        report = json.loads((tmp_path / name).read_text())
+        cells = {(row["variant"], row["mode"], row["batch_size"]) for row in report["results"]}
+        modes = {"prompt", "constrained"}
+        assert cells == {(v, m, b) for v in ("eager", "graphs") for m in modes for b in (1, 4)}
+    modes = json.loads((tmp_path / "decode_modes_cpu_tiny.json").read_text())["modes"]
+    assert [mode["mode"] for mode in modes] == ["prompt", "constrained", "constrained-nojump"]
