@@ -49,6 +49,8 @@ def tagged(draw: st.DrawFn) -> dict[str, Any]:
     schema: dict[str, Any] = {"type": "object", "properties": props, "required": required}
     if draw(st.booleans()):
         del schema["type"]
+    if draw(st.booleans()):  # closed: a member the other option requires may be excluded
+        schema["additionalProperties"] = False
     return schema
 
 

@@ -2,7 +2,8 @@
 
 `oneOf` subtracts every other option from each option (DFA products, recursion unrolled);
 when two options can never hold at once (different types, different `const`/`enum` values,
-or objects whose required discriminator property takes different constant values) the
+objects whose required discriminator property takes different constant values, or a member
+one requires that the other, closed by `additionalProperties: false`, cannot have) the
 subtraction removes nothing and is left out; when no option overlaps another, `oneOf` is
 exactly `anyOf`. `not` of a schema that only says `type` is the complementary `type`.
 
@@ -34,6 +35,7 @@ class Shape:
     values: frozenset[str] | None = None
     required: frozenset[str] = frozenset()
     tags: dict[str, frozenset[str]] = field(default_factory=dict)
+    closed: frozenset[str] | None = None  # the only names an object may have (None: any)
 
     def meet(self, other: Shape) -> Shape:
         """Instances of both."""
@@ -43,7 +45,11 @@ class Shape:
         tags = dict(self.tags)
         for name, keys in other.tags.items():
             tags[name] = tags[name] & keys if name in tags else keys
-        return Shape(self.types & other.types, values, self.required | other.required, tags)
+        closed = other.closed if self.closed is None else self.closed
+        if self.closed is not None and other.closed is not None:
+            closed = self.closed & other.closed
+        required = self.required | other.required
+        return Shape(self.types & other.types, values, required, tags, closed)
 
     def join(self, other: Shape) -> Shape:
         """Instances of either (over-approximated)."""
@@ -52,7 +58,10 @@ class Shape:
             values = self.values | other.values
         tags = {n: k | other.tags[n] for n, k in self.tags.items() if n in other.tags}
         required = self.required & other.required
-        return Shape(self.types | other.types, values, required, tags)
+        closed = None
+        if self.closed is not None and other.closed is not None:
+            closed = self.closed | other.closed
+        return Shape(self.types | other.types, values, required, tags, closed)
 
 
 ANYTHING = Shape(TYPES)
@@ -114,7 +123,12 @@ def _of(facts: Facts) -> Shape:
             known = _constants(part.schema)
             if known is not None:
                 tags[name] = tags[name] & known if name in tags else known
-    return Shape(types, values, required, tags)
+    closed = None
+    for o in facts.objects:  # `additionalProperties: false` (without patterns) only
+        if o.additional is False and not o.patterns:
+            names = frozenset(o.props)
+            closed = names if closed is None else closed & names
+    return Shape(types, values, required, tags, closed)
 
 
 def _constants(schema: Any) -> frozenset[str] | None:
@@ -143,8 +157,15 @@ def disjoint(a: Shape, b: Shape) -> bool:
     if a.values is not None and b.values is not None and not a.values & b.values:
         return True
     if common <= {"object"}:
-        return any(_apart(a.tags.get(n), b.tags.get(n)) for n in a.required | b.required)
+        if any(_apart(a.tags.get(n), b.tags.get(n)) for n in a.required | b.required):
+            return True
+        return _excluded(a.required, b.closed) or _excluded(b.required, a.closed)
     return False
+
+
+def _excluded(required: frozenset[str], closed: frozenset[str] | None) -> bool:
+    """A required member is one the other side's closed object cannot have."""
+    return closed is not None and not required <= closed
 
 
 def _apart(mine: frozenset[str] | None, theirs: frozenset[str] | None) -> bool:
