@@ -13,7 +13,9 @@ by token, through the allowed-token mask of the Qwen tokenizer (the matcher surf
   as Python writes them: `4.0`, `1e-05`); a valid instance accepted this way is correct;
 - otherwise the canonical `serialize` forms (schema order, as given, sorted keys): if one
   is accepted the false reject is "serialization only", else "genuine";
-- an invalid instance accepted in any form is a false accept.
+- an invalid instance accepted in any form is a false accept;
+- an instance that jsonschema puts on the other side of its folder's label is counted
+  apart as mislabelled (for every engine), not walked.
 
 Reports compiled / refused (grouped by keyword and message) / timeouts / crashes (a Python
 exception other than `GrammarError`: a bug), false accepts and rejects, time to the first
@@ -151,11 +153,15 @@ def _outcomes(
     the mask and `dfa` differ on a text); the forms of each genuine false reject go into
     the dict `rejected` (if given)."""
     loader = sibling_loader(corpus / "schemas")
-    outcomes: dict[str, list[str]] = {k: [] for k in ("ok", "fa", "fr_ser", "fr", "disagree")}
+    keys = ("ok", "fa", "fr_ser", "fr", "disagree", "mislabelled")
+    outcomes: dict[str, list[str]] = {k: [] for k in keys}
     for valid in (True, False):
         for path in sorted((corpus / ("valid" if valid else "invalid") / name).glob("*.json")):
             instance = json.loads(path.read_text(encoding="utf-8"))
             label = f"{name}/{path.name}"
+            if label_holds(schema, instance, loader) is (not valid):
+                outcomes["mislabelled"].append(label)
+                continue
             results = []
             for text in forms(instance, schema, loader):
                 walked = walk(text)
@@ -173,6 +179,29 @@ def _outcomes(
                 if not any(results) and rejected is not None:
                     rejected[label] = forms(instance, schema, loader)
     return outcomes
+
+
+def label_holds(schema: Any, instance: Any, loader: Any) -> bool | None:
+    """Whether jsonschema (the schema's draft, formats as annotations, sibling files by
+    name) finds `instance` valid; None when it cannot tell (an unresolvable reference, an
+    error of its own). An instance whose folder says otherwise is counted apart as
+    mislabelled, for every engine alike: e.g. github-workflow's valid instances, converted
+    from YAML, carry the key `true` where the schema requires `on`."""
+    import jsonschema
+    from referencing import Registry, Resource
+    from referencing.jsonschema import DRAFT202012
+
+    def retrieve(uri: str) -> Resource:
+        found = loader(uri)
+        if found is None:
+            raise LookupError(uri)
+        return Resource.from_contents(found, default_specification=DRAFT202012)
+
+    try:
+        cls = jsonschema.validators.validator_for(schema, jsonschema.Draft202012Validator)
+        return bool(cls(schema, registry=Registry(retrieve=retrieve)).is_valid(instance))
+    except Exception:  # noqa: BLE001 - any failure of the reference validator: no verdict
+        return None
 
 
 def _no_formats(value: Any) -> Any:
@@ -382,6 +411,7 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
         "false_rejects_serialization": len(cases("fr_ser")),
         "false_rejects_genuine": len(cases("fr")),
         "mask_dfa_disagreements": len(cases("disagree")),
+        "instances_mislabelled": len(cases("mislabelled")),
         "compile_s": percentiles([r["compile_s"] for r in compiled]),
         "first_mask_s": percentiles([r["first_mask_s"] for r in compiled if "first_mask_s" in r]),
         "refused_by_keyword": dict(by_keyword.most_common()),
@@ -391,6 +421,7 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
             f"{r['name']}: {r['reason']}: {r['error']}" for r in rows if r["status"] == "crashed"
         ],  # fmt: skip
         "false_accept_cases": cases("fa"),
+        "mislabelled_cases": cases("mislabelled"),
         "false_reject_serialization_cases": cases("fr_ser"),
         "false_reject_genuine_cases": cases("fr"),
         "false_rejects_genuine_by_class": dict(
