@@ -14,8 +14,9 @@ by token, through the allowed-token mask of the Qwen tokenizer (the matcher surf
 - otherwise the canonical `serialize` forms (schema order, as given, sorted keys): if one
   is accepted the false reject is "serialization only", else "genuine";
 - an invalid instance accepted in any form is a false accept;
-- an instance that jsonschema puts on the other side of its folder's label is counted
-  apart as mislabelled (for every engine), not walked.
+- a valid instance that jsonschema finds invalid even with formats as annotations is
+  counted apart as mislabelled (for every engine), not walked. Invalid instances are
+  always walked (jsonschema without format checks passes some of them).
 
 Reports compiled / refused (grouped by keyword and message) / timeouts / crashes (a Python
 exception other than `GrammarError`: a bug), false accepts and rejects, time to the first
@@ -159,7 +160,7 @@ def _outcomes(
         for path in sorted((corpus / ("valid" if valid else "invalid") / name).glob("*.json")):
             instance = json.loads(path.read_text(encoding="utf-8"))
             label = f"{name}/{path.name}"
-            if label_holds(schema, instance, loader) is (not valid):
+            if valid and label_holds(schema, instance, loader) is False:
                 outcomes["mislabelled"].append(label)
                 continue
             results = []
@@ -184,9 +185,9 @@ def _outcomes(
 def label_holds(schema: Any, instance: Any, loader: Any) -> bool | None:
     """Whether jsonschema (the schema's draft, formats as annotations, sibling files by
     name) finds `instance` valid; None when it cannot tell (an unresolvable reference, an
-    error of its own). An instance whose folder says otherwise is counted apart as
-    mislabelled, for every engine alike: e.g. github-workflow's valid instances, converted
-    from YAML, carry the key `true` where the schema requires `on`."""
+    error of its own). A valid instance it finds invalid is counted apart as mislabelled,
+    for every engine alike: e.g. github-workflow's valid instances, converted from YAML,
+    carry the key `true` where the schema requires `on`."""
     import jsonschema
     from referencing import Registry, Resource
     from referencing.jsonschema import DRAFT202012
