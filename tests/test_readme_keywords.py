@@ -63,7 +63,7 @@ CASES: dict[str, dict] = {
         f"format:{name}": {"type": "string", "format": name}
         for name in (
             "date time date-time duration email hostname ipv4 ipv6 uri uri-reference uuid "
-            "json-pointer relative-json-pointer"
+            "json-pointer relative-json-pointer regex"
         ).split()
     },
 }

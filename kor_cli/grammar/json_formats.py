@@ -50,6 +50,48 @@ def _ipv6() -> str:
     return "(?:" + "|".join(forms) + ")"
 
 
+# format "regex": a sound subset of the patterns both ECMA-262 (u flag) and Python `re`
+# compile. Outside classes `\-` is no escape under the u flag; `&`, `~`, `|` and `^` are
+# left out of classes (Python warns on `&&`, `~~`, `||`; `[^]` differs), `-` only at a
+# class's ends or in ranges within a-z, A-Z, 0-9; `{n,m}` only where n <= m is regular
+# at a glance (n shorter than m, or both one or two digits). Groups nest 3 deep.
+_META = r"\\^$.|?*+()\[\]{}"
+_NUM = r"(?:0|[1-9][0-9]{0,3})"
+
+
+def _digits(n: int) -> str:
+    return "[0-9]" if n == 1 else rf"[1-9][0-9]{{{n - 1}}}"
+
+
+def _bounds() -> str:
+    """`n,m` with n <= m: m longer than n, or both one or two digits (any ordered pair)."""
+    forms = [f"{_digits(a)},{_digits(b)}" for a in range(1, 4) for b in range(a + 1, 5)]
+    forms += [f"{a},[{a}-9]" for a in range(10)]
+    for a in range(1, 10):
+        forms += [f"{a}{b},{a}[{b}-9]" for b in range(10)]
+        forms += [f"{a}[0-9],[{a + 1}-9][0-9]"] if a < 9 else []
+    return "(?:" + "|".join(forms) + ")"
+
+
+def _regex_format(depth: int = 3) -> str:
+    ranges = "|".join(
+        f"{chr(c)}-[{chr(c)}-{last}]" for first, last in ("az", "AZ", "09")
+        for c in range(ord(first), ord(last) + 1)
+    )
+    item = rf"(?:{ranges}|\\[{_META}/\-dDwWsS]|[^\x00-\x1f\x7f\]\\\[\-&~|^])"
+    atom = (
+        rf"(?:[^\x00-\x1f\x7f{_META}]|\\[{_META}/dDwWsS]|\."
+        rf"|\[\^?(?:-?{item}+-?|-)\])"
+    )
+    quantifier = rf"(?:(?:[*+?]|\{{(?:{_NUM},?|{_bounds()})\}})\??)?"
+    alternatives = ""  # unused at level 0
+    for level in range(depth + 1):
+        group = rf"|\((?:\?:)?{alternatives}\)" if level else ""
+        sequence = rf"(?:[\^$]|(?:{atom}{group}){quantifier})*"
+        alternatives = rf"{sequence}(?:\|{sequence})*"
+    return alternatives
+
+
 FORMATS: dict[str, str] = {
     "date": _DATE,
     "time": _TIME,
@@ -64,4 +106,5 @@ FORMATS: dict[str, str] = {
     "duration": rf"P(?:{_DUR_DATE}(?:{_DUR_TIME})?|{_DUR_TIME}|{_DIGITS}W)",
     "json-pointer": _POINTER,
     "relative-json-pointer": rf"(?:0|[1-9][0-9]*)(?:#|{_POINTER})",
+    "regex": _regex_format(),
 }

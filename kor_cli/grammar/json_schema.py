@@ -26,7 +26,8 @@ Semantics and choices:
   subtraction never removes too little). The validator re-checks `oneOf` afterwards,
   which also covers free-form objects whose keys could come in another order.
 - `format` is enforced (date, time, date-time, duration, email, hostname, ipv4, ipv6,
-  uri, uuid, json-pointer, relative-json-pointer); other formats are refused.
+  uri, uuid, json-pointer, relative-json-pointer, regex: a subset of the patterns both
+  ECMA-262 and Python compile); other formats are refused.
 - Keywords no supported draft defines are annotations, ignored (`json_drafts`); `$schema`
   picks draft-04/06/07/2019-09 semantics where they differ from 2020-12.
 - Whatever cannot be enforced raises `GrammarError(keyword=..., pointer=...)`, or with

@@ -3,7 +3,8 @@
 Checks follow JSON Schema's formats (RFC 3339 dates and times, except that a time zone
 is optional), so a value the model accepts also fits the JSON Schema given to the decoder.
 Every other format the grammar engine enforces (hostname, uri, uri-reference, duration,
-json-pointer, ...) is checked with the very regex the engine uses. Validation
+json-pointer, ...) is checked with the very regex the engine uses; `regex` is checked by
+Python's `re` (the grammar enforces a subset). Validation
 enforces `format` (an annotation in JSON Schema 2020-12), as the grammar does.
 """
 
@@ -61,6 +62,15 @@ def _ipv6(value: str) -> None:
     ipaddress.IPv6Address(value)
 
 
+def _regex(value: str) -> None:
+    """Python `re` compiles it (as jsonschema checks `regex`); the grammar accepts a subset
+    that ECMA-262 compiles too."""
+    try:
+        re.compile(value)
+    except (re.error, OverflowError, RecursionError) as error:
+        raise ValueError(f"expected a regular expression: {error}") from None
+
+
 def _engine_check(name: str) -> Callable[[str], None]:
     pattern = re.compile(ENGINE_FORMATS[name])
 
@@ -79,6 +89,7 @@ FORMAT_CHECKS: dict[str, Callable[[str], None]] = {
     "uuid": _uuid,
     "ipv4": _ipv4,
     "ipv6": _ipv6,
+    "regex": _regex,
 }
 FORMAT_CHECKS.update({n: _engine_check(n) for n in ENGINE_FORMATS if n not in FORMAT_CHECKS})
 FORMATS: tuple[str, ...] = tuple(FORMAT_CHECKS)
