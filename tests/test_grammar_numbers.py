@@ -165,3 +165,13 @@ def test_number_spellings() -> None:
 
 def test_serialize_stays_canonical() -> None:
     assert serialize([4.0, 1e-05, 1.5e20, 2.5]) == "[4,0.00001,150000000000000000000,2.5]"
+
+
+def test_huge_integral_numbers_serialize_as_digits() -> None:
+    """An integral number past Python's int-to-str digit limit (4,300) still serializes to
+    its digits (found by hypothesis: a random text `1E+10000` re-serialized)."""
+    from kor_cli.grammar.json_values import format_number
+
+    assert format_number(Decimal("1E+10000")) == "1" + "0" * 10_000
+    assert format_number(Decimal("-7E+2")) == "-700"
+    assert format_number(Decimal("-0.0")) == "0" and format_number(Decimal("5.000")) == "5"

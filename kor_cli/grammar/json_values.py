@@ -53,7 +53,9 @@ def format_number(value: int | float | Decimal) -> str:
     if not value.is_finite():
         raise ValueError(f"{value!r} is not a JSON number")
     if value == value.to_integral_value():
-        return str(int(value))
+        # digits without int(): no context rounding, no limit on the digits (1E+10000)
+        digits = format(value, "f").split(".")[0]
+        return "0" if digits == "-0" else digits
     return format(value, "f").rstrip("0")  # exact: no rounding to the context precision
 
 
