@@ -1,0 +1,166 @@
+"""A frame's token split by a pruned walk of the sorted token list (structural states).
+
+`frame_masks` needs, per rule position, the tokens read by bytes alone (they stay) and the
+*candidates*: tokens that meet a crossing state (a call, or an accepting state) after at
+least one byte and die by bytes later (the stack simulation decides them). `TokenIndex`
+gets both from two walks of the whole byte trie (vectorised, 0.1-2 ms each on Qwen and
+memory-bound). Most rule positions of a JSON grammar allow a few bytes (keys, punctuation,
+digits), so their allowed tokens lie in a few narrow ranges of the sorted token list; this
+module walks only those.
+
+The walk is a depth-first search over prefixes: the tokens sharing a prefix of length d are
+one range lo..hi of the sorted list (the prefix itself, when it is a token, first); from
+the state the prefix leads to, each byte the state reads narrows the range by two
+bisections. A range no wider than about the number of bytes to try is walked token by token
+instead. Once a prefix is at a crossing state (after at least one byte), every longer token
+under it is a candidate unless it is read by bytes: the range is recorded whole and the
+tokens read by bytes are taken out afterwards.
+
+The walk costs the bisections it makes, so a state that reads many bytes (string bodies,
+free text) is left to `TokenIndex` (its string-body fast paths beat any walk there): a
+start state reading more than `DENSE_BYTES` bytes, or a walk past its `budget` of steps,
+returns None.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left
+from collections.abc import Sequence
+
+import numpy as np
+
+from kor_cli.grammar.index import token_trie
+from kor_cli.grammar.vocab import TokenizerInfo
+
+DENSE_BYTES = 40  # a start state reading more bytes is left to TokenIndex
+BUDGET = 1500  # bisections and token bytes walked before giving up (about 1 ms)
+_ONE = [bytes((b,)) for b in range(256)]
+
+
+class SortedTokens:
+    """The walkable tokens of one tokenizer (stop ids left out), sorted by their bytes, and
+    their ids (the byte trie's order)."""
+
+    def __init__(self, info: TokenizerInfo) -> None:
+        trie = token_trie(info)
+        tokens = trie.tokens
+        self.tokens: list[bytes] = tokens if isinstance(tokens, list) else _as_list(tokens)
+        self.ids: np.ndarray = np.asarray(trie.token_ids, dtype=np.int64)
+
+
+_SORTED: dict[str, SortedTokens] = {}
+
+
+def sorted_tokens(info: TokenizerInfo) -> SortedTokens:
+    """The `SortedTokens` of `info` (made once per tokenizer; the latest few are kept)."""
+    found = _SORTED.get(info.fingerprint)
+    if found is None:
+        if len(_SORTED) >= 4:
+            _SORTED.pop(next(iter(_SORTED)))
+        found = _SORTED[info.fingerprint] = SortedTokens(info)
+    return found
+
+
+def _as_list(tokens: Sequence[bytes]) -> list[bytes]:
+    """A plain list of a token sequence restored from the disk cache (bisection compares
+    list items in C; a `PackedBytes` would run Python per comparison)."""
+    ends = getattr(tokens, "_ends", None)
+    data = getattr(tokens, "_data", None)
+    if ends is None or data is None:
+        return list(tokens)
+    stops = ends.tolist()
+    return [data[a:b] for a, b in zip([0, *stops[:-1]], stops, strict=True)]
+
+
+class Split:
+    """What a walk from one state found, as positions in the sorted token list."""
+
+    __slots__ = ("stays", "ranges", "singles")
+
+    def __init__(self) -> None:
+        self.stays: list[int] = []  # tokens read by bytes alone
+        self.ranges: list[tuple[int, int]] = []  # candidates, less those in `stays`
+        self.singles: list[int] = []  # candidates found one by one
+
+
+def walk_state(
+    sorted_: SortedTokens,
+    flat: Sequence[int],
+    reads: Sequence[Sequence[int]],
+    crossing: Sequence[bool],
+    state: int,
+    budget: int = BUDGET,
+) -> Split | None:
+    """Split the tokens from `state` of a rule: `flat[s << 8 | b]` is the rule's pruned
+    table (0: dead), `reads[s]` the bytes state s reads, `crossing[s]` whether s calls or
+    accepts. None when the start state reads more than DENSE_BYTES bytes or the walk runs
+    past `budget` steps (the caller uses `TokenIndex`)."""
+    if len(reads[state]) > DENSE_BYTES:
+        return None
+    tokens = sorted_.tokens
+    out = Split()
+    stays, singles = out.stays, out.singles
+    todo = [(0, len(tokens), 0, state)]
+    while todo:
+        lo, hi, depth, at = todo.pop()
+        if depth:
+            while lo < hi and len(tokens[lo]) == depth:  # the prefix is a token: by bytes
+                stays.append(lo)
+                lo += 1
+            if lo == hi:
+                continue
+            if crossing[at]:
+                out.ranges.append((lo, hi))
+        nexts = reads[at]
+        if hi - lo <= 2 * len(nexts):  # few tokens: walk each
+            for position in range(lo, hi):
+                data = tokens[position]
+                now, crossed = at, False
+                for offset in range(depth, len(data)):
+                    if offset and crossing[now]:
+                        crossed = True
+                    now = flat[now << 8 | data[offset]]
+                    if not now:
+                        break
+                budget -= len(data) - depth
+                if now:
+                    stays.append(position)
+                elif crossed:
+                    singles.append(position)
+            if budget < 0:
+                return None
+            continue
+        budget -= len(nexts)
+        if budget < 0:
+            return None
+        prefix = tokens[lo][:depth]
+        for byte in nexts:
+            first = bisect_left(tokens, prefix + _ONE[byte], lo, hi)
+            if first == hi:
+                break
+            last = bisect_left(tokens, prefix + _ONE[byte + 1], first, hi) if byte < 255 else hi
+            if first < last:
+                todo.append((first, last, depth + 1, flat[at << 8 | byte]))
+            lo = last
+    return out
+
+
+def split_words(sorted_: SortedTokens, split: Split, words: int) -> tuple[np.ndarray, np.ndarray]:
+    """The packed words of a split's tokens read by bytes, and of its candidates (less
+    those read by bytes)."""
+    ids = sorted_.ids
+    stays = _words(ids[np.asarray(split.stays, dtype=np.int64)], words)
+    parts = [ids[lo:hi] for lo, hi in split.ranges]
+    if split.singles:
+        parts.append(ids[np.asarray(split.singles, dtype=np.int64)])
+    candidates = _words(np.concatenate(parts), words) if parts else np.zeros(words, "<u4")
+    candidates &= ~stays
+    return stays, candidates
+
+
+def _words(ids: np.ndarray, words: int) -> np.ndarray:
+    """Packed words with the bits of token `ids` set."""
+    out = np.zeros(words, dtype="<u4")
+    if len(ids):
+        np.bitwise_or.at(out, ids >> 5, np.left_shift(1, ids & 31).astype("<u4"))
+    return out

@@ -1,0 +1,166 @@
+"""frame_walk: the pruned walk of the sorted tokens splits them exactly as defined, and frame
+masks built with it equal those built from the rules' token indexes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from unittest import mock
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+
+from kor_cli.errors import GrammarError
+from kor_cli.grammar import frame_walk
+from kor_cli.grammar.ast import Node, alt, literal, opt, repeat, seq
+from kor_cli.grammar.compile import compile_json_schema
+from kor_cli.grammar.frame_masks import FrameMasks
+from kor_cli.grammar.fsm import compile_ast
+from kor_cli.grammar.rules import RuleSet, call
+from kor_cli.grammar.stacks import RuleTable, Stacks
+from kor_cli.grammar.vocab import TokenizerInfo
+from kor_cli.testing import TOKENIZER_NAMES, recursive_schema
+
+ALPHABET = b'[]{},:"1ax'
+FIVE = json.loads((Path(__file__).parent / "data" / "grammar_schemas.json").read_text())
+SCHEMAS = {name: entry["schema"] for name, entry in FIVE.items() if name != "_comment"}
+
+
+def reads_and_crossing(table: RuleTable) -> tuple[list[list[int]], list[bool]]:
+    reads = [np.flatnonzero(row).tolist() for row in table.table]
+    crossing = [bool(a) or s in table.calls for s, a in enumerate(table.accepting)]
+    return reads, crossing
+
+
+def brute_split(table: RuleTable, state: int, tokens: list[bytes]) -> tuple[set[int], set[int]]:
+    """Positions read by bytes alone; positions that meet a crossing state after a byte and
+    die by bytes later (the definitions, token by token)."""
+    _, crossing = reads_and_crossing(table)
+    stays, candidates = set(), set()
+    for position, data in enumerate(tokens):
+        now, crossed = state, False
+        for offset, byte in enumerate(data):
+            crossed |= bool(offset) and crossing[now]
+            now = int(table.table[now, byte])
+            if not now:
+                break
+        if now:
+            stays.add(position)
+        elif crossed:
+            candidates.add(position)
+    return stays, candidates
+
+
+@st.composite
+def rules_and_tokens(draw: st.DrawFn) -> tuple[RuleSet, list[bytes | None]]:
+    pieces = st.binary(min_size=0, max_size=3).map(lambda b: bytes(ALPHABET[x % 10] for x in b))
+    count = draw(st.integers(1, 3))
+
+    def node(depth: int) -> Node:
+        kinds = ["lit", "call", "seq", "alt", "opt", "rep"]
+        kind = draw(st.sampled_from(kinds if depth else kinds[:2]))
+        if kind == "lit":
+            return literal(draw(pieces))
+        if kind == "call":
+            return call(draw(st.integers(0, count - 1)))
+        if kind == "seq":
+            return seq(node(depth - 1), node(depth - 1))
+        if kind == "alt":
+            return alt(node(depth - 1), node(depth - 1))
+        if kind == "opt":
+            return opt(node(depth - 1))
+        return repeat(node(depth - 1), draw(st.integers(0, 1)), None, literal(","))
+
+    bodies = {k: alt(literal("x"), seq(literal(draw(pieces)), node(3))) for k in range(count)}
+    rules = RuleSet(0, lambda k: compile_ast(bodies[k]))
+    token = st.binary(min_size=1, max_size=6).map(lambda b: bytes(ALPHABET[x % 10] for x in b))
+    tokens = draw(st.lists(st.one_of(token, st.none()), min_size=1, max_size=80))
+    return rules, tokens
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(rules_and_tokens(), st.integers(1, 400))
+def test_the_walk_splits_tokens_as_defined(drawn, budget: int) -> None:
+    rules, token_bytes = drawn
+    try:
+        reached = rules.reachable_rules()
+    except GrammarError as error:
+        assume("left recursion" not in str(error))
+        raise
+    info = TokenizerInfo(token_bytes)
+    sorted_ = frame_walk.SortedTokens(info)
+    stacks = Stacks(rules)
+    for rule_id in reached:
+        table = stacks.table(rule_id)
+        reads, crossing = reads_and_crossing(table)
+        for state in range(1, len(table.table)):
+            split = frame_walk.walk_state(sorted_, table.flat, reads, crossing, state, budget)
+            if split is None:  # over budget: the caller uses the token indexes
+                assert budget < 400 or len(reads[state]) > frame_walk.DENSE_BYTES
+                continue
+            stays, candidates = brute_split(table, state, sorted_.tokens)
+            assert sorted(split.stays) == sorted(stays)
+            found = {p for lo, hi in split.ranges for p in range(lo, hi)} | set(split.singles)
+            assert found - stays == candidates
+            got_stays, got_candidates = frame_walk.split_words(sorted_, split, 4)
+            ids = sorted_.ids
+            assert set(np.flatnonzero(unpack(got_stays))) == {int(ids[p]) for p in stays}
+            assert set(np.flatnonzero(unpack(got_candidates))) == {int(ids[p]) for p in candidates}
+
+
+def unpack(words: np.ndarray) -> np.ndarray:
+    return np.unpackbits(words.view(np.uint8), bitorder="little")
+
+
+def test_dense_states_and_long_walks_are_left_to_the_token_indexes() -> None:
+    info = TokenizerInfo([bytes([b]) for b in range(32, 127)] + [b"ab", b"abc"])
+    sorted_ = frame_walk.SortedTokens(info)
+    table = Stacks(RuleSet(0, lambda k: compile_ast(literal("q")))).table(0)
+    reads = [list(range(32, 127))] + [[]] * (len(table.table) - 1)
+    assert frame_walk.walk_state(sorted_, table.flat, reads, [False] * 9, 0) is None
+    reads, crossing = reads_and_crossing(table)
+    start = table.start
+    assert frame_walk.walk_state(sorted_, table.flat, reads, crossing, start, budget=0) is None
+    split = frame_walk.walk_state(sorted_, table.flat, reads, crossing, start)
+    assert split is not None and [sorted_.tokens[p] for p in split.stays] == [b"q"]
+
+
+def frames_both_ways(rules: RuleSet, info: TokenizerInfo) -> int:
+    """Build every frame mask of every reached rule with the walk and with the token
+    indexes only; assert they are equal; return how many frames."""
+    walked = FrameMasks(Stacks(rules), info)
+    with mock.patch("kor_cli.grammar.frame_masks.walk_state", return_value=None):
+        indexed = FrameMasks(Stacks(rules), info)
+        frames = 0
+        for rule_id in rules.reachable_rules():
+            for state in range(len(walked.stacks.table(rule_id).table)):
+                want = indexed.get(rule_id, state)
+                got = walked.get(rule_id, state)
+                assert np.array_equal(got.stays, want.stays), (rule_id, state)
+                assert got.ends == want.ends and got.escapes == want.escapes, (rule_id, state)
+                frames += 1
+    return frames
+
+
+SCHEMA_NAMES = ["reviews", "nested", "ui"]
+
+
+@pytest.mark.parametrize("schema", ["tree", "rpc", *SCHEMA_NAMES])
+def test_frames_walked_equal_frames_indexed_on_qwen(schema: str, tokenizer_info_factory) -> None:
+    compiled = compile_json_schema(
+        recursive_schema(schema, closed=True) if schema in ("tree", "rpc") else SCHEMAS[schema]
+    )
+    assert compiled.has_calls
+    assert frames_both_ways(compiled.rules, tokenizer_info_factory("qwen")) > 20
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", [n for n in TOKENIZER_NAMES if n != "qwen"])
+@pytest.mark.parametrize("schema", ["tree", "rpc", *SCHEMA_NAMES])
+def test_frames_walked_equal_frames_indexed(name: str, schema: str, tokenizer_info_factory) -> None:
+    compiled = compile_json_schema(
+        recursive_schema(schema, closed=True) if schema in ("tree", "rpc") else SCHEMAS[schema]
+    )
+    assert frames_both_ways(compiled.rules, tokenizer_info_factory(name)) > 20
