@@ -6,12 +6,36 @@ They let the token-level engine be tested independently of the schema compiler.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import ExitStack, contextmanager
+from unittest import mock
 
 import numpy as np
+import pytest
+
+from kor_cli.grammar import trie as trie_module
 
 STRING = "STRING"  # '"' (UTF-8 text without '"', '\\', controls | '\\' escape)* '"'
 DIGITS = "DIGITS"  # [0-9]+
+
+
+# Each way a trie walk can go, forced: whole levels (dense); only the live nodes, level by
+# level; only the live nodes, depth first, each node's children as one array.
+_WALKS = {
+    "dense": {"_DENSE_SHARE": 0.0},
+    "levels": {"_DENSE_SHARE": 2.0, "_DEPTH_FIRST": -1},
+    "depth-first": {"_DENSE_SHARE": 2.0, "_DEPTH_FIRST": 1 << 30, "_WIDE": 0},
+}
+WALKS = pytest.mark.parametrize("walk", list(_WALKS))
+
+
+@contextmanager
+def walk_mode(walk: str) -> Iterator[None]:
+    """Force the trie walk named `walk` (one of `WALKS`) inside the block."""
+    with ExitStack() as stack:
+        for name, value in _WALKS[walk].items():
+            stack.enter_context(mock.patch.object(trie_module, name, value))
+        yield
 
 
 class ToyDFA:

@@ -11,6 +11,7 @@ import pytest
 from grammar_helpers import (
     DIGITS,
     STRING,
+    WALKS,
     ToyDFA,
     brute_allowed,
     brute_masks,
@@ -20,19 +21,16 @@ from grammar_helpers import (
     live_states,
     person_dfa,
     reachable,
+    walk_mode,
 )
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kor_cli.grammar import trie as trie_module
 from kor_cli.grammar.compile import compile_json_schema
 from kor_cli.grammar.index import TokenIndex
 from kor_cli.grammar.trie import TokenTrie
 from kor_cli.grammar.vocab import TokenizerInfo
 from kor_cli.testing import TOKENIZER_NAMES
-
-# Force each walk strategy in turn: 0.0 → always whole levels, 2.0 → always byte ranges.
-WALKS = pytest.mark.parametrize("share", [0.0, 2.0], ids=["dense", "ranges"])
 
 TOY_BYTES: list[bytes | None] = [
     b"a", b"b", b"c", b"ab", b"abc", b"ba", b"cab", b"aaaa", b"\xc3", b"\xa9", b"\xc3\xa9",
@@ -65,9 +63,9 @@ def check_index(index: TokenIndex, dfa: ToyDFA, states: list[int]) -> None:
 
 
 @WALKS
-def test_toy_vocab_on_a_person_dfa(share: float) -> None:
+def test_toy_vocab_on_a_person_dfa(walk: str) -> None:
     dfa = person_dfa()
-    with mock.patch.object(trie_module, "_DENSE_SHARE", share):
+    with walk_mode(walk):
         index = TokenIndex(dfa, toy_info())
         check_index(index, dfa, list(range(dfa.num_states)))
 
@@ -88,9 +86,9 @@ def random_dfas(draw: st.DrawFn) -> ToyDFA:
 @WALKS
 @settings(max_examples=150, deadline=None)
 @given(dfa=random_dfas(), extra=st.lists(st.binary(min_size=1, max_size=6), max_size=30))
-def test_random_dfas_and_vocabularies(share: float, dfa: ToyDFA, extra: list[bytes]) -> None:
+def test_random_dfas_and_vocabularies(walk: str, dfa: ToyDFA, extra: list[bytes]) -> None:
     info = TokenizerInfo([*TOY_BYTES, *extra], stop_ids=[11, 2], vocab_size=len(TOY_BYTES) + 40)
-    with mock.patch.object(trie_module, "_DENSE_SHARE", share):
+    with walk_mode(walk):
         index = TokenIndex(dfa, info)
         check_index(index, dfa, list(range(dfa.num_states)))
 

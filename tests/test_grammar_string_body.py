@@ -6,18 +6,24 @@ from unittest import mock
 
 import numpy as np
 import pytest
-from grammar_helpers import STRING, ToyDFA, brute_allowed, brute_masks, chain_dfa, person_dfa
+from grammar_helpers import (
+    STRING,
+    WALKS,
+    ToyDFA,
+    brute_allowed,
+    brute_masks,
+    chain_dfa,
+    person_dfa,
+    walk_mode,
+)
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kor_cli.grammar import index as index_module
-from kor_cli.grammar import trie as trie_module
 from kor_cli.grammar.compile import compile_json_schema, compile_regex
 from kor_cli.grammar.index import TokenIndex
 from kor_cli.grammar.string_body import BodyChains, BodyTokens
 from kor_cli.grammar.vocab import TokenizerInfo
-
-WALKS = pytest.mark.parametrize("share", [0.0, 2.0], ids=["dense", "ranges"])
 
 # whole pieces: body characters (DEL and the first and last of every UTF-8 length class
 # and range), escapes, quotes, JSON punctuation, controls, partial / invalid / overlong /
@@ -168,10 +174,10 @@ def test_one_odd_byte_breaks_the_chain(where: str, state: int, byte: int) -> Non
 
 
 @WALKS
-def test_toy_dfas_every_state(share: float) -> None:
+def test_toy_dfas_every_state(walk: str) -> None:
     tokens = [*PIECES, *(a + b for a in PIECES[:8] for b in PIECES)]
     info = TokenizerInfo([*tokens, None], stop_ids=[len(tokens)], vocab_size=len(tokens) + 3)
-    with mock.patch.object(trie_module, "_DENSE_SHARE", share):
+    with walk_mode(walk):
         for dfa in (person_dfa(), chain_dfa(b"[", STRING, b"]")):
             check_all_states(dfa, info)
         for schema in SCHEMAS:
@@ -200,11 +206,11 @@ token_strings = st.lists(st.sampled_from(PIECES), min_size=1, max_size=5).map(b"
     run_on=st.sampled_from([0, 64]),
 )
 def test_random_string_dfas_and_vocabularies(
-    share: float, dfa: ToyDFA, vocab: list[bytes], run_on: int
+    walk: str, dfa: ToyDFA, vocab: list[bytes], run_on: int
 ) -> None:
     info = TokenizerInfo([*PIECES, *vocab, None], stop_ids=[len(PIECES) + len(vocab)])
     with (
-        mock.patch.object(trie_module, "_DENSE_SHARE", share),
+        walk_mode(walk),
         mock.patch.object(index_module, "_MAX_RUN_ON", run_on),
     ):
         check_all_states(dfa, info)

@@ -36,6 +36,21 @@ def cache_root() -> Path | None:
     return Path(base) / "kor-cli"
 
 
+def usable_root(root: Path | str | None) -> Path | None:
+    """`root` as a cache folder, made if missing; None when it cannot exist (e.g. under a
+    file): then nothing can be read or written there, so no key needs computing."""
+    if root is None:
+        return None
+    path = Path(root)
+    if path.is_dir():
+        return path
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return None
+    return path
+
+
 _STAMP: list[str] = []
 
 

@@ -42,7 +42,9 @@ class ByteDFA:
     """A deterministic automaton over bytes.
 
     `transitions`: int32 [num_states, 256]; state 0 is the dead state (all transitions to
-    0, never accepting). `accepting`: bool [num_states]. `start`: never 0.
+    0, never accepting). `accepting`: bool [num_states]. `start`: never 0. `trimmed`: the
+    builder vouches that every state but 0 can reach an accepting state (minimal DFAs), so
+    a token index need not compute which states are live.
     """
 
     __slots__ = (
@@ -52,10 +54,13 @@ class ByteDFA:
         "_compressed",
         "_edges",
         "_fingerprint",
+        "trimmed",
         "__weakref__",
     )
 
-    def __init__(self, transitions: np.ndarray, accepting: np.ndarray, start: int) -> None:
+    def __init__(
+        self, transitions: np.ndarray, accepting: np.ndarray, start: int, trimmed: bool = False
+    ) -> None:
         transitions = np.ascontiguousarray(transitions, dtype=np.int32)
         accepting = np.ascontiguousarray(accepting, dtype=bool)
         if transitions.ndim != 2 or transitions.shape[1] != 256:
@@ -67,6 +72,7 @@ class ByteDFA:
         self.transitions = transitions
         self.accepting = accepting
         self.start = int(start)
+        self.trimmed = trimmed
         self._compressed: tuple[np.ndarray, list[int], np.ndarray] | None = None
         self._edges: list[list[tuple[int, int]]] | None = None
         self._fingerprint: str | None = None
@@ -151,7 +157,7 @@ def from_class_table(
     table, accepting, start = minimize(table, accepting, start)
     if start == 0:
         return empty_dfa()
-    return ByteDFA(table[:, class_of], accepting, start)
+    return ByteDFA(table[:, class_of], accepting, start, trimmed=True)  # minimize trims
 
 
 def empty_dfa() -> ByteDFA:

@@ -124,17 +124,20 @@ class TokenIndex:
         cached = self._load(self.cache_path) if self.cache_path is not None else None
         self._saved = len(self._packed)
         live = cached if cached is not None else live
-        if live is None:
+        if live is None and getattr(dfa, "trimmed", False):
+            live = np.ones(self.num_states, dtype=bool)
+            live[0] = False
+        elif live is None:
             live = live_states(table, np.asarray(dfa.accepting, dtype=bool))
         self._live = live
-        table = np.where(live[table], table, 0).astype(np.int32)
+        if not live[1:].all():  # redirect into the dead state (minimal DFAs need not)
+            table = np.where(live[table], table, 0).astype(np.int32)
         self.start = int(dfa.start) if live[int(dfa.start)] else 0
         self._flat = np.ascontiguousarray(table).ravel()
         self._walker = memoryview(self._flat)  # plain-int reads for short byte walks
         self._accepting = np.asarray(dfa.accepting, dtype=bool) & live
-        outgoing = (table != 0).sum(axis=1)
-        self._single = np.where(outgoing == 1, (table != 0).argmax(axis=1), -1)
-        self._continues = outgoing > 0
+        self._single: dict[int, int] = {}  # state → its one way on (-1: none or several)
+        self._continues: dict[int, bool] = {}  # state → some byte leads on
         self._stops = np.asarray(info.stop_ids, dtype=np.int64)
         self._stop_set = frozenset(info.stop_ids)
         self._tables: _Shared | None = None  # the tokenizer's trie and body tables, on use
@@ -205,7 +208,7 @@ class TokenIndex:
             self._packed[state] = np.zeros(self._words, dtype="<u4")
             return None
         mask = None
-        single = self._single[state]
+        single = self._single_byte(state)
         if single >= 0 and not self._accepting[state]:
             words = self._forced_words(state)
             if words is not None:
@@ -298,7 +301,22 @@ class TokenIndex:
 
     def can_continue(self, state: int) -> bool:
         """True when some byte leads on from `state` to a live state."""
-        return bool(self._continues[state])
+        found = self._continues.get(state)
+        if found is None:
+            self._single_byte(state)
+            found = self._continues[state]
+        return found
+
+    def _single_byte(self, state: int) -> int:
+        """The one byte that leads on from `state` (-1: none or several), found on the
+        state's first visit (a whole-table pass would cost more than a first mask)."""
+        found = self._single.get(state)
+        if found is None:
+            ways = np.flatnonzero(self._flat[state << 8 : (state + 1) << 8]).tolist()
+            found = ways[0] if len(ways) == 1 else -1
+            self._single[state] = found
+            self._continues[state] = bool(ways)
+        return found
 
     def is_stop(self, token_id: int) -> bool:
         return token_id in self._stop_set
@@ -332,7 +350,9 @@ class TokenIndex:
         """
         out = bytearray()
         while state and len(out) < limit and not self._accepting[state]:
-            byte = int(self._single[state])
+            byte = self._single.get(state)
+            if byte is None:
+                byte = self._single_byte(state)
             if byte < 0:
                 break
             out.append(byte)

@@ -78,6 +78,7 @@ from kor_cli.grammar.disk_cache import (
     blob_path,
     cache_root,
     read_arrays,
+    usable_root,
     write_arrays,
 )
 from kor_cli.grammar.fsm import ByteDFA, compile_ast
@@ -200,9 +201,10 @@ def compile_grammar(
 
     With the disk cache (`cache_dir`, default `disk_cache.cache_root()`), the masks built
     so far are read from it, the start state's mask is written at once, and masks built
-    later are written at exit: a second run starts from them.
+    later are written at exit: a second run starts from them. A folder that cannot exist
+    (`usable_root`) means no disk cache: no cache key is computed.
     """
-    root = cache_dir if cache_dir is not None else cache_root()
+    root = usable_root(cache_dir if cache_dir is not None else cache_root())
     if grammar.has_calls:
         pushdown = PushdownGrammar(grammar.rules, info, root)
         if root is not None and not pushdown.dead:

@@ -24,7 +24,7 @@ from kor_cli.grammar.trie import TokenTrie
 
 _FORMAT = "kor-tables-v1"
 _CLASSES: dict[str, type] = {"TokenTrie": TokenTrie, "BodyTokens": BodyTokens}
-_SCRATCH = ("_pool",)  # per-process work buffers: restored empty
+_SCRATCH = ("_pool", "_views")  # per-process work buffers: restored empty
 _SOURCE: list[str] = []
 T = TypeVar("T")
 

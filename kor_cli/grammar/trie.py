@@ -2,13 +2,16 @@
 
 Walking a DFA over the trie instead of over each token shares the work of common
 prefixes (Qwen: 151k tokens, 975k bytes, 333k trie nodes). Nodes are numbered level by
-level and, within a level, in byte order, so the subtree of any node is one contiguous
-range on every level. A walk first computes levels 0 and 1 (first and second bytes); if
-the surviving two-byte prefixes cover few nodes (structural states: keys, punctuation),
-it walks only their ranges, otherwise (inside free text) it walks every level as whole
-array slices (about 2 ms for Qwen on one core), stopping at an all-dead level.
-The per-node state buffer is pooled and put back all-zero, so a walk allocates nothing
-large.
+level and, within a level, in byte order, so the children of a node are one contiguous
+range of the next level. A walk starts with the roots (first bytes). When the subtrees
+under the surviving roots, or under the surviving two-byte prefixes, hold a large share
+of all nodes (inside free text) it walks every level as whole array slices (about 2 ms
+for Qwen on one core), stopping at an all-dead level. Otherwise (structural states: keys,
+punctuation, value starts) it follows only the surviving nodes: level by level while
+their subtrees are large, then depth first in plain Python with one vectorised step per
+node of many children, so a state that allows `{`, `"` or a digit touches a few hundred
+nodes, not the tens of thousands under those first bytes. The per-node state buffer of a
+dense walk is pooled and put back all-zero, so a walk allocates nothing large.
 """
 
 from __future__ import annotations
@@ -21,6 +24,8 @@ import numpy as np
 # Above this share of all nodes under live two-byte prefixes, walk whole levels instead.
 _DENSE_SHARE = 0.25
 _DEAD_CHECK = 4  # a dense walk looks for an all-dead level every this many levels
+_DEPTH_FIRST = 2048  # at most this many nodes under the frontier: walk them depth first
+_WIDE = 24  # a node with more children steps them as one array in a depth-first walk
 
 
 class TokenTrie:
@@ -46,8 +51,6 @@ class TokenTrie:
 
         parents: list[np.ndarray] = []
         bytes_: list[np.ndarray] = []
-        branch_first = np.zeros(0, dtype=np.int64)
-        branch: list[np.ndarray] = []  # per level ≥ 1: each node's level-1 ancestor
         offsets = [0]
         self.token_node = np.zeros(len(ids), dtype=np.int32)  # sorted token → its end node
         node_of = np.zeros(len(ids), dtype=np.int32)  # sorted token → its latest node
@@ -57,11 +60,6 @@ class TokenTrie:
             reps = members[fresh]
             bytes_.append(padded[reps, level])
             parents.append(node_of[reps])
-            if level == 1:
-                branch_first = reps
-            if level:
-                parent_local = node_of[reps] - offsets[level - 1]
-                branch.append(branch[-1][parent_local] if branch else np.arange(len(reps)))
             glob = offsets[-1] + np.cumsum(fresh, dtype=np.int32) - 1
             ends = lens[members] == level + 1
             self.token_node[members[ends]] = glob[ends]
@@ -71,44 +69,39 @@ class TokenTrie:
         self.num_nodes = offsets[-1]
         self.node_by_id = np.full(len(token_bytes), self.num_nodes, dtype=np.int32)
         self.node_by_id[self.token_ids] = self.token_node  # token id → end node
+        # end node → token id (the first in sorted order of tokens with equal bytes; the
+        # others are `same_ids`, allowed with `same_as`)
+        same = np.zeros(len(ids), dtype=bool)
+        same[1:] = self.token_node[1:] == self.token_node[:-1]
+        self.node_token = np.full(self.num_nodes, -1, dtype=np.int32)
+        self.node_token[self.token_node[~same]] = self.token_ids[~same]
+        self.same_ids = self.token_ids[same]
+        self.same_as = self.node_token[self.token_node[same]]
         self.depth = depth
         self.offsets = offsets
         self.parent = _cat(parents, np.int32)
         self.byte = _cat(bytes_, np.int32)
-        firsts = padded[:, 0] if len(ids) else np.zeros(0, dtype=np.uint8)
-        self.token_ranges = np.searchsorted(firsts, np.arange(257))  # sorted tokens by byte
-        # one-byte tokens sort first among those of their byte: they end here
-        self.single_end = self.token_ranges[:-1] + np.bincount(firsts[lens == 1], minlength=256)
-        # the tokens under level-1 node n: branch_tokens[n] .. branch_tokens[n + 1] (give or
-        # take the one-byte token of the next first byte: it ends at a root, also walked)
-        self.branch_tokens = np.append(branch_first, len(ids))
         roots = offsets[1] if depth else 0
-        seconds = offsets[2] if depth > 1 else roots
-        # children of root r on level 1: child_ranges[r] .. child_ranges[r + 1]
-        self.child_ranges = roots + np.searchsorted(
-            self.parent[roots:seconds], np.arange(roots + 1)
-        )
-        # nodes on levels ≥ 1, keyed level * n1 + level-1 ancestor (ascending in node order)
-        width = max(seconds - roots, 1)
-        levels = np.repeat(np.arange(1, depth), np.diff(offsets[1:])) if depth else []
-        anc = _cat(branch, np.int64)
-        self.branch_key = np.asarray(levels, dtype=np.int64) * width + anc
-        self.branch_width = width
-        self.branch_nodes = np.bincount(anc, minlength=width)  # subtree sizes of level-1 nodes
-        self.branch_depth = np.zeros(width, dtype=np.int64)  # levels down to each one's deepest
-        np.maximum.at(self.branch_depth, anc, np.asarray(levels, dtype=np.int64) + 1)
+        # children of node n: child_start[n] .. child_start[n + 1] (parents ascend past roots)
+        self.child_start = roots + np.searchsorted(
+            self.parent[roots:], np.arange(self.num_nodes + 1)
+        ).astype(np.int32)
+        self.subtree = np.ones(self.num_nodes, dtype=np.int32)  # nodes under each, itself too
+        for level in range(depth - 1, 0, -1):
+            lo, hi = offsets[level], offsets[level + 1]
+            np.add.at(self.subtree, self.parent[lo:hi], self.subtree[lo:hi])
         # a dense walk reads all end nodes by token id (one gather over the vocabulary) when
         # the trie holds most tokens, else it scatters its few allowed ids
         self._by_id = 4 * len(ids) > len(token_bytes)
         self._pool: list[np.ndarray] = []  # all-zero state buffers, one per concurrent walk
+        self._views: list[tuple[memoryview, ...]] = []  # plain-int reads, made on first use
 
     @property
     def nbytes(self) -> int:
         """Memory held by the trie's arrays."""
         arrays = (
-            self.token_ids, self.token_node, self.node_by_id, self.parent, self.byte,
-            self.token_ranges, self.single_end, self.child_ranges, self.branch_key,
-            self.branch_nodes, self.branch_depth, self.branch_tokens,
+            self.token_ids, self.token_node, self.node_by_id, self.node_token, self.parent,
+            self.byte, self.child_start, self.subtree, self.same_ids, self.same_as,
         )  # fmt: skip
         return sum(a.nbytes for a in arrays)
 
@@ -139,50 +132,99 @@ class TokenTrie:
         bytes. `out` is a bool array over the token ids (the `token_bytes` passed in), False
         at this trie's tokens; its other entries are left as they are.
         """
+        roots = self.offsets[1] if self.depth else 0
+        root_states = first.take(self.byte[:roots])
+        nodes = np.flatnonzero(root_states)
+        states = root_states.take(nodes)
+        dense = _DENSE_SHARE * self.num_nodes
+        if self.subtree.take(nodes).sum() > dense:  # maybe free text: look one level on
+            self._mark(nodes, out)
+            kids, kid_states = self._children(transitions, nodes, states)
+            if self.subtree.take(kids).sum() > dense:
+                self._walk_dense(transitions, root_states, kids, kid_states, out)
+                return
+            nodes, states = kids, kid_states
+        self._walk_sparse(transitions, nodes, states, out)
+        if len(self.same_ids):  # tokens spelled like an earlier one share its fate
+            out[self.same_ids] = out.take(self.same_as)
+
+    def _mark(self, nodes: np.ndarray, out: np.ndarray) -> None:
+        """Allow the tokens that end at `nodes`."""
+        ids = self.node_token.take(nodes)
+        out[ids[ids >= 0]] = True
+
+    def _children(
+        self, transitions: np.ndarray, nodes: np.ndarray, states: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The live children of `nodes` (in `states`) and their states."""
+        lo, hi = self.child_start.take(nodes), self.child_start.take(nodes + 1)
+        kids = _expand(lo, hi)
+        index = np.repeat(states, hi - lo)
+        np.left_shift(index, 8, out=index)
+        np.bitwise_or(index, self.byte.take(kids), out=index)
+        kid_states = transitions.take(index)
+        alive = np.flatnonzero(kid_states)
+        return kids.take(alive), kid_states.take(alive)
+
+    def _walk_sparse(
+        self, transitions: np.ndarray, nodes: np.ndarray, states: np.ndarray, out: np.ndarray
+    ) -> None:
+        """Follow the live `nodes` (with `states`) down: whole levels while their subtrees
+        are large, then depth first."""
+        while len(nodes):
+            self._mark(nodes, out)
+            if self.subtree.take(nodes).sum() <= _DEPTH_FIRST:
+                self._depth_first(transitions, nodes.tolist(), states.tolist(), out)
+                return
+            nodes, states = self._children(transitions, nodes, states)
+
+    def _depth_first(
+        self, transitions: np.ndarray, nodes: list[int], states: list[int], out: np.ndarray
+    ) -> None:
+        """Allow the tokens below `nodes` (in `states`) that stay alive, in plain Python
+        (a node of more than _WIDE children steps them as one array)."""
+        if not self._views:
+            self._views.append(tuple(map(_ints, (self.child_start, self.byte, self.node_token))))
+        child_start, byte, node_token = self._views[0]
+        table = _ints(transitions)
+        found: list[int] = []
+        stack = list(zip(nodes, states, strict=True))
+        while stack:
+            node, state = stack.pop()
+            lo, hi = child_start[node], child_start[node + 1]
+            base = state << 8
+            if hi - lo > _WIDE:
+                kid_states = transitions.take(self.byte[lo:hi] | base)
+                alive = np.flatnonzero(kid_states)
+                pairs = zip((alive + lo).tolist(), kid_states.take(alive).tolist(), strict=True)
+            else:
+                pairs = ((kid, table[base | byte[kid]]) for kid in range(lo, hi))
+            for kid, nxt in pairs:
+                if nxt:
+                    stack.append((kid, nxt))
+                    token = node_token[kid]
+                    if token >= 0:
+                        found.append(token)
+        out[found] = True
+
+    def _walk_dense(
+        self,
+        transitions: np.ndarray,
+        root_states: np.ndarray,
+        level1: np.ndarray,
+        level1_states: np.ndarray,
+        out: np.ndarray,
+    ) -> None:
+        """Levels 2 and deeper as whole slices, down to an all-dead level (checked every
+        _DEAD_CHECK levels), from the roots' states and those of the live level-1 nodes
+        `level1`; then one gather of every token's end state."""
         try:
             states = self._pool.pop()
         except IndexError:  # one more node than the trie holds: the dead stand-in
             states = np.zeros(self.num_nodes + 1, dtype=np.int32)
-        roots = self.offsets[1] if self.depth else 0
-        states[:roots] = first.take(self.byte[:roots])
-        live_roots = np.flatnonzero(states[:roots])
-        level1 = _expand(self.child_ranges[live_roots], self.child_ranges[live_roots + 1])
-        self._step(transitions, states, level1)
-        branches = level1[states[level1] != 0] - roots
-        if self.branch_nodes[branches].sum() > _DENSE_SHARE * self.num_nodes:
-            end = self._walk_dense(transitions, states)
-            if self._by_id:
-                np.logical_or(out, states.take(self.node_by_id), out=out)
-            else:
-                out[self.token_ids[states.take(self.token_node) != 0]] = True
-            states[:end] = 0
-        else:
-            heads = self.byte[live_roots]  # their one-byte tokens are allowed
-            out[self.token_ids[_expand(self.token_ranges[heads], self.single_end[heads])]] = True
-            if len(branches):
-                firsts, lasts = _runs(branches)  # one range per run on each level
-                nodes = self._walk_branches(transitions, states, branches, firsts, lasts)
-                chosen = _expand(self.branch_tokens[firsts], self.branch_tokens[lasts + 1])
-                alive = states.take(self.token_node.take(chosen)) != 0
-                out[self.token_ids.take(chosen[alive])] = True
-                if 16 * len(nodes) > self.num_nodes:
-                    states[self.offsets[2] :] = 0  # one fill beats a large scatter
-                else:
-                    states[nodes] = 0
-            states[:roots] = 0
-            states[level1] = 0
-        self._pool.append(states)
-
-    def _step(self, transitions: np.ndarray, states: np.ndarray, nodes: np.ndarray) -> None:
-        """States of `nodes` from their parents' states (already computed)."""
-        index = states.take(self.parent.take(nodes))
-        np.left_shift(index, 8, out=index)
-        np.bitwise_or(index, self.byte.take(nodes), out=index)
-        states[nodes] = transitions.take(index)
-
-    def _walk_dense(self, transitions: np.ndarray, states: np.ndarray) -> int:
-        """Levels 2 and deeper as whole slices, down to an all-dead level (checked every
-        _DEAD_CHECK levels); returns the end of the nodes written."""
+        roots = len(root_states)
+        states[:roots] = root_states
+        states[level1] = level1_states
         end = self.offsets[min(2, self.depth)]
         for level in range(2, self.depth):
             lo, end = self.offsets[level], self.offsets[level + 1]
@@ -192,40 +234,18 @@ class TokenTrie:
             transitions.take(index, out=states[lo:end])
             if level % _DEAD_CHECK == 0 and not states[lo:end].any():
                 break  # every deeper node descends from a dead one
-        return end
-
-    def _walk_branches(
-        self,
-        transitions: np.ndarray,
-        states: np.ndarray,
-        branches: np.ndarray,
-        firsts: np.ndarray,
-        lasts: np.ndarray,
-    ) -> np.ndarray:
-        """Levels 2 and deeper, only under the live level-1 nodes `branches` (in runs
-        firsts[i] .. lasts[i]); returns the nodes it may have written."""
-        levels = np.arange(2, int(self.branch_depth[branches].max(initial=0)), dtype=np.int64)
-        if not len(levels):
-            return np.zeros(0, dtype=np.int64)
-        base = levels[:, None] * self.branch_width
-        lo = np.searchsorted(self.branch_key, (base + firsts[None, :]).ravel())
-        hi = np.searchsorted(self.branch_key, (base + lasts[None, :] + 1).ravel())
-        nodes = self.offsets[1] + _expand(lo, hi)  # grouped by level, like the numbering
-        bounds = np.concatenate(([0], np.cumsum((hi - lo).reshape(len(levels), -1).sum(1))))
-        for level in range(len(levels)):
-            part = nodes[bounds[level] : bounds[level + 1]]
-            self._step(transitions, states, part)
-            if not states[part].any():
-                break  # every deeper node descends from a dead one
-        return nodes
+        if self._by_id:
+            np.logical_or(out, states.take(self.node_by_id), out=out)
+        else:
+            out[self.token_ids[states.take(self.token_node) != 0]] = True
+        states[:end] = 0
+        self._pool.append(states)
 
 
-def _runs(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The first and the last of each run of consecutive integers in sorted `values`."""
-    if not len(values):
-        return values, values
-    breaks = np.flatnonzero(np.diff(values) != 1)
-    return values[np.concatenate(([0], breaks + 1))], values[np.concatenate((breaks, [-1]))]
+def _ints(array: np.ndarray) -> memoryview:
+    """A memoryview of an int32 array that reads plain ints (native byte order)."""
+    native = np.ascontiguousarray(array, dtype=np.int32)
+    return memoryview(native).cast("B").cast("i")
 
 
 def _above(prefix: bytes) -> bytes | None:
