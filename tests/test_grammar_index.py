@@ -308,3 +308,36 @@ def test_real_masks_of_every_reachable_state(name, tokenizer_info_factory) -> No
             assert np.array_equal(bits[: info.vocab_size].astype(bool), want[state]), state
         for trie in (index._trie, index._shared().body.rest):
             assert not any(buffer.any() for buffer in trie._pool)  # pooled all-zero
+
+
+REGEX_PIECES = ["a", "b", "[ab]", "(a|bc)", "x*", "(ab)+", "c?", "[0-9]{2,3}", "(a|)", "."]
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(st.sampled_from(REGEX_PIECES), min_size=1, max_size=6))
+def test_minimal_dfas_that_vouch_trimmed_are(pieces: list[str]) -> None:
+    """A DFA marked `trimmed` (minimize's output) has no state but 0 that cannot accept,
+    so the index may skip computing live states; its masks equal a brute-force walk."""
+    from kor_cli.grammar.compile import compile_regex
+    from kor_cli.grammar.index import live_states as index_live_states
+
+    dfa = compile_regex("".join(pieces)).dfa
+    assert dfa.trimmed
+    assert index_live_states(dfa.transitions, dfa.accepting)[1:].all()
+    index = TokenIndex(dfa, toy_info())
+    toy = ToyDFA(dfa.transitions, np.flatnonzero(dfa.accepting), dfa.start)
+    check_index(index, toy, list(range(dfa.num_states)))
+
+
+def test_schema_dfas_are_trimmed_and_untrimmed_dfas_still_pruned() -> None:
+    for entry in SCHEMAS.values():
+        if not isinstance(entry, dict):
+            continue  # the file's comment
+        dfa = compile_json_schema(entry["schema"]).dfa
+        assert dfa.trimmed
+    rows = [[0] * 256 for _ in range(4)]
+    rows[1][ord("a")], rows[1][ord("b")], rows[3][ord("b")] = 2, 3, 3  # 3 loops, never accepts
+    dfa = ToyDFA(rows, accepting=[2])
+    index = TokenIndex(dfa, toy_info())
+    assert index.next_state(1, 1) == 0  # b"b" leads into a state that cannot accept
+    check_index(index, dfa, [0, 1, 2, 3])
