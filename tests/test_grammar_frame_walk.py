@@ -164,3 +164,31 @@ def test_frames_walked_equal_frames_indexed(name: str, schema: str, tokenizer_in
         recursive_schema(schema, closed=True) if schema in ("tree", "rpc") else SCHEMAS[schema]
     )
     assert frames_both_ways(compiled.rules, tokenizer_info_factory(name)) > 20
+
+
+def test_rules_of_one_subschema_share_their_frames(tokenizer_info_factory) -> None:
+    # JSON-RPC's `value` is reached from params, array items and object members: three
+    # rules, one table; their frames are built once and equal frames built apart
+    rules = compile_json_schema(recursive_schema("rpc", closed=True)).rules
+    info = tokenizer_info_factory("qwen")
+    shared = FrameMasks(Stacks(rules), info)
+    reached = rules.reachable_rules()
+    groups: dict[int, list[int]] = {}
+    same_of = {rule_id: shared.same_rule(rule_id) for rule_id in reached}
+    for rule_id, same in same_of.items():
+        groups.setdefault(same, []).append(rule_id)
+    assert max(map(len, groups.values())) >= 3
+    frames = {
+        (rule_id, state): shared.get(rule_id, state)
+        for same, members in groups.items()
+        for state in range(len(shared.stacks.table(same).table))
+        for rule_id in members
+    }
+    with mock.patch.object(FrameMasks, "same_rule", side_effect=lambda rule_id: rule_id):
+        apart = FrameMasks(Stacks(rules), info)
+        for (rule_id, state), got in frames.items():
+            want = apart.get(rule_id, state)
+            assert got is frames[(same_of[rule_id], state)]
+            assert np.array_equal(got.stays, want.stays)
+            assert got.ends == want.ends and got.escapes == want.escapes
+    assert len({id(frame) for frame in frames.values()}) < len(frames)

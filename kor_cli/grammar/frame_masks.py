@@ -29,8 +29,9 @@ States that read few bytes (keys, punctuation, digits: most of a JSON grammar) s
 tables: a pruned walk of the sorted token list (`frame_walk`) splits their tokens the same
 way (tokens read by bytes; candidates) at a fraction of a trie walk's cost.
 
-Rules with equal tables and crossing states (one subschema reached from several places, as
-JSON-RPC's `value` is) share these two indexes: their masks are equal state by state.
+Rules with equal tables, accepting states and calls (one subschema reached from several
+places, as JSON-RPC's `value` is) share their frame masks (`same_rule`); rules with equal
+tables and crossing states share their two indexes.
 
 Calls before the first byte compose: from (rule, state), every token that stays in a
 callee's start frame stays here too, and the callee's `escapes` become candidates here (the
@@ -136,6 +137,8 @@ class FrameMasks:
         self._keep = ~stops  # clears the stop bits TokenIndex sets in accepting states
         self._calls = stacks.rules.has_calls
         self._walkers: dict[int, _Walker] = {}
+        self._same: dict[int, int] = {}
+        self._by_structure: dict[tuple[int, int, int], list[int]] = {}
         self._sorted = sorted_tokens(info)
         self.candidates = 0  # tokens read by the stack simulation (a measure of the work)
         self.cache_path: Path | None = None
@@ -162,7 +165,35 @@ class FrameMasks:
         """The frame mask of (rule, state)."""
         found = self._masks.get((rule_id, state))
         if found is None:
-            found = self._masks[(rule_id, state)] = self._build(rule_id, state)
+            same = self.same_rule(rule_id)
+            found = self._masks.get((same, state))
+            if found is None:
+                found = self._masks[(same, state)] = self._build(same, state)
+            self._masks[(rule_id, state)] = found
+        return found
+
+    def same_rule(self, rule_id: int) -> int:
+        """The first rule met with the same pruned table, accepting states and calls as
+        `rule_id` (one subschema reached from several places): their frame masks are equal
+        state by state, so they are built once."""
+        found = self._same.get(rule_id)
+        if found is None:
+            table = self.stacks.table(rule_id)
+            key = (len(table.table), zlib.crc32(table.table), hash(tuple(table.accepting)))
+            group = self._by_structure.setdefault(key, [])
+            for other in group:
+                known = self.stacks.table(other)
+                if (
+                    known.accepting == table.accepting
+                    and known.calls == table.calls
+                    and np.array_equal(known.table, table.table)
+                ):
+                    found = other
+                    break
+            else:
+                group.append(rule_id)
+                found = rule_id
+            self._same[rule_id] = found
         return found
 
     def _build(self, rule_id: int, state: int) -> FrameMask:
@@ -280,7 +311,7 @@ class FrameMasks:
     @property
     def nbytes(self) -> int:
         """Memory held by the frame masks and the rules' token indexes."""
-        frames = sum(m.stays.nbytes for m in self._masks.values())
+        frames = sum(m.stays.nbytes for m in {id(m): m for m in self._masks.values()}.values())
         indexes = [
             i.by_bytes.nbytes + (i.crossing.nbytes if i.crossing else 0)
             for group in self._by_table.values()
