@@ -19,7 +19,7 @@ from kor_cli.grammar.compile import compile_json_schema
 from kor_cli.grammar.frame_masks import FrameMasks
 from kor_cli.grammar.fsm import compile_ast
 from kor_cli.grammar.rules import RuleSet, call
-from kor_cli.grammar.stacks import RuleTable, Stacks
+from kor_cli.grammar.stacks import CONTEXT, REACHES_CONTEXT, RuleTable, Stacks
 from kor_cli.grammar.vocab import TokenizerInfo
 from kor_cli.testing import TOKENIZER_NAMES, recursive_schema
 
@@ -28,21 +28,33 @@ FIVE = json.loads((Path(__file__).parent / "data" / "grammar_schemas.json").read
 SCHEMAS = {name: entry["schema"] for name, entry in FIVE.items() if name != "_comment"}
 
 
-def reads_and_crossing(table: RuleTable) -> tuple[list[list[int]], list[bool]]:
+def reads_and_follow(stacks: Stacks, rule_id: int) -> tuple[list[list[int]], list[int]]:
+    """Each state's bytes, and the bytes that can follow at a crossing state (from a base
+    frame there over an unknown caller: any where it can end)."""
+    table = stacks.table(rule_id)
     reads = [np.flatnonzero(row).tolist() for row in table.table]
-    crossing = [bool(a) or s in table.calls for s, a in enumerate(table.accepting)]
-    return reads, crossing
+    follow = []
+    for state, accepting in enumerate(table.accepting):
+        base = stacks.push(CONTEXT, rule_id, state) if state else CONTEXT
+        if not state or not (accepting or state in table.calls):
+            follow.append(0)
+        elif accepting or stacks.closure(base)[1] & REACHES_CONTEXT:
+            follow.append(frame_walk.ANY)
+        else:
+            follow.append(stacks.next_bytes((base,)))
+    return reads, follow
 
 
-def brute_split(table: RuleTable, state: int, tokens: list[bytes]) -> tuple[set[int], set[int]]:
-    """Positions read by bytes alone; positions that meet a crossing state after a byte and
-    die by bytes later (the definitions, token by token)."""
-    _, crossing = reads_and_crossing(table)
+def brute_split(
+    table: RuleTable, follow: list[int], state: int, tokens: list[bytes]
+) -> tuple[set[int], set[int]]:
+    """Positions read by bytes alone; positions whose byte path meets, after a byte, a
+    crossing state that can read the next byte, and dies by bytes later (token by token)."""
     stays, candidates = set(), set()
     for position, data in enumerate(tokens):
         now, crossed = state, False
         for offset, byte in enumerate(data):
-            crossed |= bool(offset) and crossing[now]
+            crossed |= bool(offset) and bool(follow[now] >> byte & 1)
             now = int(table.table[now, byte])
             if not now:
                 break
@@ -94,13 +106,16 @@ def test_the_walk_splits_tokens_as_defined(drawn, budget: int) -> None:
     stacks = Stacks(rules)
     for rule_id in reached:
         table = stacks.table(rule_id)
-        reads, crossing = reads_and_crossing(table)
+        reads, follow = reads_and_follow(stacks, rule_id)
+        lazy = [frame_walk.UNKNOWN if s in table.calls and f else f for s, f in enumerate(follow)]
         for state in range(1, len(table.table)):
-            split = frame_walk.walk_state(sorted_, table.flat, reads, crossing, state, budget)
+            split = frame_walk.walk_state(
+                sorted_, table.flat, reads, list(lazy), state, follow.__getitem__, budget
+            )
             if split is None:  # over budget: the caller uses the token indexes
                 assert budget < 400 or len(reads[state]) > frame_walk.DENSE_BYTES
                 continue
-            stays, candidates = brute_split(table, state, sorted_.tokens)
+            stays, candidates = brute_split(table, follow, state, sorted_.tokens)
             assert sorted(split.stays) == sorted(stays)
             found = {p for lo, hi in split.ranges for p in range(lo, hi)} | set(split.singles)
             assert found - stays == candidates
@@ -117,13 +132,14 @@ def unpack(words: np.ndarray) -> np.ndarray:
 def test_dense_states_and_long_walks_are_left_to_the_token_indexes() -> None:
     info = TokenizerInfo([bytes([b]) for b in range(32, 127)] + [b"ab", b"abc"])
     sorted_ = frame_walk.SortedTokens(info)
-    table = Stacks(RuleSet(0, lambda k: compile_ast(literal("q")))).table(0)
-    reads = [list(range(32, 127))] + [[]] * (len(table.table) - 1)
-    assert frame_walk.walk_state(sorted_, table.flat, reads, [False] * 9, 0) is None
-    reads, crossing = reads_and_crossing(table)
+    stacks = Stacks(RuleSet(0, lambda k: compile_ast(literal("q"))))
+    table = stacks.table(0)
+    dense = [list(range(32, 127))] + [[]] * (len(table.table) - 1)
+    assert frame_walk.walk_state(sorted_, table.flat, dense, [0] * 9, 0) is None
+    reads, follow = reads_and_follow(stacks, 0)
     start = table.start
-    assert frame_walk.walk_state(sorted_, table.flat, reads, crossing, start, budget=0) is None
-    split = frame_walk.walk_state(sorted_, table.flat, reads, crossing, start)
+    assert frame_walk.walk_state(sorted_, table.flat, reads, follow, start, budget=0) is None
+    split = frame_walk.walk_state(sorted_, table.flat, reads, follow, start)
     assert split is not None and [sorted_.tokens[p] for p in split.stays] == [b"q"]
 
 

@@ -53,9 +53,22 @@ from typing import Any
 import numpy as np
 
 from kor_cli.grammar.frame_cache import frames_path, read_frames, write_frames
-from kor_cli.grammar.frame_walk import sorted_tokens, split_words, walk_state
+from kor_cli.grammar.frame_walk import (
+    ANY,
+    UNKNOWN,
+    sorted_tokens,
+    split_words,
+    walk_state,
+)
 from kor_cli.grammar.index import TokenIndex
-from kor_cli.grammar.stacks import CONTEXT, ESCAPES, STAYS, RuleTable, Stacks
+from kor_cli.grammar.stacks import (
+    CONTEXT,
+    ESCAPES,
+    REACHES_CONTEXT,
+    STAYS,
+    RuleTable,
+    Stacks,
+)
 from kor_cli.grammar.vocab import TokenizerInfo
 
 
@@ -105,14 +118,28 @@ class _RuleIndexes:
 
 
 class _Walker:
-    """A rule's table as `frame_walk` reads it: each state's bytes and crossing flag."""
+    """A rule's table as `frame_walk` reads it: each state's bytes and, at a crossing
+    state, the bytes that can follow there (any where the frame can end)."""
 
-    def __init__(self, table: RuleTable) -> None:
+    def __init__(self, stacks: Stacks, rule_id: int, table: RuleTable) -> None:
         rows, cols = np.nonzero(table.table)
         bounds = np.searchsorted(rows, np.arange(len(table.table) + 1)).tolist()
         cols_list = cols.tolist()
         self.reads = [cols_list[a:b] for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
-        self.crossing = [a or s in table.calls for s, a in enumerate(table.accepting)]
+        self.follow = [ANY if a else 0 for a in table.accepting]
+        for state in table.calls:
+            if not table.accepting[state]:
+                self.follow[state] = UNKNOWN  # found when a walk gets there (`resolve`)
+        self._stacks, self._rule_id = stacks, rule_id
+
+    def resolve(self, state: int) -> int:
+        """The bytes that can follow at call state `state` (its callees' first bytes and
+        its own edges; ANY where the frame can end there)."""
+        stacks = self._stacks
+        base = stacks.push(CONTEXT, self._rule_id, state)
+        ends = stacks.closure(base)[1] & REACHES_CONTEXT
+        found = self.follow[state] = ANY if ends else stacks.next_bytes((base,))
+        return found
 
 
 class FrameMasks:
@@ -258,8 +285,10 @@ class FrameMasks:
         else the rule's two token indexes."""
         walker = self._walkers.get(rule_id)
         if walker is None:
-            walker = self._walkers[rule_id] = _Walker(table)
-        split = walk_state(self._sorted, table.flat, walker.reads, walker.crossing, at)
+            walker = self._walkers[rule_id] = _Walker(self.stacks, rule_id, table)
+        split = walk_state(
+            self._sorted, table.flat, walker.reads, walker.follow, at, walker.resolve
+        )
         if split is not None:
             by_bytes, crossing = split_words(self._sorted, split, self.words)
             return by_bytes, crossing if self._calls else None

@@ -12,9 +12,11 @@ The walk is a depth-first search over prefixes: the tokens sharing a prefix of l
 one range lo..hi of the sorted list (the prefix itself, when it is a token, first); from
 the state the prefix leads to, each byte the state reads narrows the range by two
 bisections. A range no wider than about the number of bytes to try is walked token by token
-instead. Once a prefix is at a crossing state (after at least one byte), every longer token
-under it is a candidate unless it is read by bytes: the range is recorded whole and the
-tokens read by bytes are taken out afterwards.
+instead. Once a prefix is at a crossing state (after at least one byte), the longer tokens
+under it whose next byte can be read there (`follow`: any byte where the frame can end, else
+the bytes its calls and own edges read) are candidates unless read by bytes: their ranges
+are recorded whole and the tokens read by bytes are taken out afterwards. A token whose
+next byte cannot be read there is dead on every stack, so it is no candidate.
 
 The walk costs the bisections it makes, so a state that reads many bytes (string bodies,
 free text) is left to `TokenIndex` (its string-body fast paths beat any walk there): a
@@ -25,7 +27,7 @@ returns None.
 from __future__ import annotations
 
 from bisect import bisect_left
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -33,6 +35,8 @@ from kor_cli.grammar.index import token_trie
 from kor_cli.grammar.vocab import TokenizerInfo
 
 DENSE_BYTES = 40  # a start state reading more bytes is left to TokenIndex
+ANY = (1 << 256) - 1  # `follow` of a state where the frame can end: any byte
+UNKNOWN = -1  # `follow` not found yet (`resolve` finds it; as bits, every byte)
 BUDGET = 1500  # bisections and token bytes walked before giving up (about 1 ms)
 _ONE = [bytes((b,)) for b in range(256)]
 
@@ -87,14 +91,17 @@ def walk_state(
     sorted_: SortedTokens,
     flat: Sequence[int],
     reads: Sequence[Sequence[int]],
-    crossing: Sequence[bool],
+    follow: Sequence[int],
     state: int,
+    resolve: Callable[[int], int] | None = None,
     budget: int = BUDGET,
 ) -> Split | None:
     """Split the tokens from `state` of a rule: `flat[s << 8 | b]` is the rule's pruned
-    table (0: dead), `reads[s]` the bytes state s reads, `crossing[s]` whether s calls or
-    accepts. None when the start state reads more than DENSE_BYTES bytes or the walk runs
-    past `budget` steps (the caller uses `TokenIndex`)."""
+    table (0: dead), `reads[s]` the bytes state s reads (ascending), `follow[s]` 0 where s
+    neither calls nor accepts, else the bytes that can be read next there as a 256-bit int
+    (ANY where the frame can end; UNKNOWN: `resolve(s)` finds it, else ANY is assumed).
+    None when the start state reads more than DENSE_BYTES bytes or the walk runs past
+    `budget` steps (the caller uses `TokenIndex`)."""
     if len(reads[state]) > DENSE_BYTES:
         return None
     tokens = sorted_.tokens
@@ -109,17 +116,23 @@ def walk_state(
                 lo += 1
             if lo == hi:
                 continue
-            if crossing[at]:
+            bits = follow[at]
+            if bits == UNKNOWN:
+                bits = resolve(at) if resolve is not None else ANY
+            if bits == ANY:
                 out.ranges.append((lo, hi))
+            elif bits:
+                budget -= _ranges_after(tokens, lo, hi, depth, bits, out.ranges)
         nexts = reads[at]
         if hi - lo <= 2 * len(nexts):  # few tokens: walk each
             for position in range(lo, hi):
                 data = tokens[position]
                 now, crossed = at, False
                 for offset in range(depth, len(data)):
-                    if offset and crossing[now]:
+                    byte = data[offset]
+                    if offset and follow[now] >> byte & 1:
                         crossed = True
-                    now = flat[now << 8 | data[offset]]
+                    now = flat[now << 8 | byte]
                     if not now:
                         break
                 budget -= len(data) - depth
@@ -143,6 +156,27 @@ def walk_state(
                 todo.append((first, last, depth + 1, flat[at << 8 | byte]))
             lo = last
     return out
+
+
+def _ranges_after(
+    tokens: list[bytes], lo: int, hi: int, depth: int, bits: int, out: list[tuple[int, int]]
+) -> int:
+    """Add the ranges of the tokens in lo..hi (sharing a prefix of length `depth`, none of
+    that length) whose byte at `depth` is in `bits`; returns the bisections made."""
+    prefix = tokens[lo][:depth]
+    made = 0
+    while bits and lo < hi:
+        byte = (bits & -bits).bit_length() - 1
+        bits &= bits - 1
+        made += 1
+        first = bisect_left(tokens, prefix + _ONE[byte], lo, hi)
+        if first == hi:
+            break
+        last = bisect_left(tokens, prefix + _ONE[byte + 1], first, hi) if byte < 255 else hi
+        if first < last:
+            out.append((first, last))
+        lo = last
+    return made
 
 
 def split_words(sorted_: SortedTokens, split: Split, words: int) -> tuple[np.ndarray, np.ndarray]:
