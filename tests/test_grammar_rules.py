@@ -172,3 +172,30 @@ def test_rooted_puts_a_new_root_over_the_same_rules() -> None:
     again = rules.rooted(lambda body: seq(literal("<"), body, literal(">")))
     assert again.key() == wrapped.key()
     assert wrapped.rooted(lambda body: body).start != wrapped.start
+
+
+def test_rules_split_off_minimal_dfas_need_no_pruning() -> None:
+    """`Rule.pruned` (the pushdown tables skip their live-state pass): every state of such
+    a rule reaches an accepting or a calling state, on every rule of the recursive schemas."""
+    from kor_cli.grammar.compile import compile_json_schema
+    from kor_cli.grammar.index import live_states
+    from kor_cli.testing import RECURSIVE_NAMES, recursive_schema
+
+    seen = 0
+    for name in RECURSIVE_NAMES:
+        rules = compile_json_schema(recursive_schema(name)).rules
+        todo, done = [rules.start], set()
+        while todo:
+            rule_id = todo.pop()
+            if rule_id in done:
+                continue
+            done.add(rule_id)
+            rule = rules.rule(rule_id)
+            todo += [callee for pairs in rule.calls.values() for callee, _ in pairs]
+            assert rule.pruned
+            table = rule.dfa.transitions
+            assert live_states(table, rule.dfa.accepting | rule.call_states)[1:].all()
+            seen += 1
+    assert seen > len(RECURSIVE_NAMES)
+    odd = split_calls(compile_ast(literal("ab")))
+    assert odd.pruned and not Rule(odd.dfa).pruned  # only a builder that knows says so

@@ -89,6 +89,9 @@ class Rule:
 
     dfa: Any  # a ByteDFA (or any object with its contract)
     calls: Mapping[int, tuple[tuple[int, int], ...]] = field(default_factory=lambda: _NO_CALLS)
+    # every state but 0 reaches an accepting or a calling state (split off a trimmed DFA):
+    # the pushdown tables need not prune it
+    pruned: bool = False
 
     @cached_property
     def call_states(self) -> np.ndarray:
@@ -138,7 +141,8 @@ def split_calls(dfa: ByteDFA) -> Rule:
         if renumber[s]
     }
     out = ByteDFA(rows, accepting, int(renumber[dfa.start]))
-    return Rule(out, MappingProxyType(calls))
+    # a kept state led to acceptance in `dfa`: by bytes alone, or by bytes to a call
+    return Rule(out, MappingProxyType(calls), pruned=getattr(dfa, "trimmed", False))
 
 
 def _reachable(
@@ -199,7 +203,7 @@ class RuleSet:
     def from_dfa(cls, dfa: Any, key: str | None = None) -> RuleSet:
         """A grammar of one rule without calls: exactly `dfa`'s language."""
         rules = cls(0, lambda _: dfa, key=key if key is not None else dfa.fingerprint())
-        rules._rules[0] = Rule(dfa)
+        rules._rules[0] = Rule(dfa, pruned=getattr(dfa, "trimmed", False))
         rules._nullable[0] = bool(dfa.accepting[dfa.start])
         return rules
 

@@ -69,9 +69,14 @@ def rule_table(rule: Rule) -> RuleTable:
     """Prune `rule`'s DFA (call states count as live) and tabulate it."""
     table = np.asarray(rule.dfa.transitions, dtype=np.int32)
     accepting = np.asarray(rule.dfa.accepting, dtype=bool)
-    live = live_states(table, accepting | rule.call_states)
-    table = np.ascontiguousarray(np.where(live[table], table, 0), dtype=np.int32)
-    table[~live] = 0
+    if rule.pruned:  # split off a minimal DFA: every state accepts, calls or leads on
+        live = np.ones(len(table), dtype=bool)
+        live[0] = False
+    else:
+        live = live_states(table, accepting | rule.call_states)
+    if not live[1:].all():
+        table = np.ascontiguousarray(np.where(live[table], table, 0), dtype=np.int32)
+        table[~live] = 0
     accepting = accepting & live
     reads = (table != 0).any(axis=1)
     calls = {s: pairs for s, pairs in rule.calls.items() if live[s]}
