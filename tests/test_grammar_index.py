@@ -341,3 +341,25 @@ def test_schema_dfas_are_trimmed_and_untrimmed_dfas_still_pruned() -> None:
     index = TokenIndex(dfa, toy_info())
     assert index.next_state(1, 1) == 0  # b"b" leads into a state that cannot accept
     check_index(index, dfa, [0, 1, 2, 3])
+
+
+def test_tables_read_unaligned_from_the_disk_cache_still_walk() -> None:
+    """A DFA read back from the disk cache may sit at any byte offset; skipping the pruning
+    copy must not leave a memoryview that cannot read it."""
+    from kor_cli.grammar.compile import compile_regex
+    from kor_cli.grammar.fsm import ByteDFA
+    from kor_cli.grammar.rules import Rule
+    from kor_cli.grammar.stacks import rule_table
+
+    dfa = compile_regex("(ab|c)+x").dfa
+    raw = bytearray(dfa.transitions.nbytes + 1)
+    odd = np.frombuffer(raw, "<i4", offset=1).reshape(dfa.transitions.shape)
+    odd[:] = dfa.transitions
+    assert not odd.flags.aligned
+    again = ByteDFA(odd, dfa.accepting, dfa.start, trimmed=True)
+    index = TokenIndex(again, toy_info())
+    toy = ToyDFA(dfa.transitions, np.flatnonzero(dfa.accepting), dfa.start)
+    check_index(index, toy, list(range(dfa.num_states)))
+    assert index.walk_bytes(dfa.start, b"abcx") == dfa.walk(dfa.start, b"abcx")
+    table = rule_table(Rule(again, pruned=True))
+    assert table.flat[dfa.start << 8 | ord("c")] == dfa.transitions[dfa.start, ord("c")]

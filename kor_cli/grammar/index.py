@@ -106,7 +106,9 @@ class TokenIndex:
     ) -> None:
         """`live` (optional): the states that can reach an accepting state, when the caller
         knows them (else they are computed)."""
-        table = np.asarray(dfa.transitions, dtype=np.int32)
+        # aligned and contiguous (a table read from the disk cache may be neither), so
+        # memoryviews of it read plain ints
+        table = np.require(dfa.transitions, np.int32, ("C", "A"))
         if table.ndim != 2 or table.shape[1] != 256 or not 0 < len(table) < _MAX_STATES:
             raise ValueError(
                 f"DFA transitions must be [num_states, 256] with fewer than {_MAX_STATES}"

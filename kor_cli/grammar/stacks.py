@@ -67,7 +67,7 @@ class RuleTable:
 
 def rule_table(rule: Rule) -> RuleTable:
     """Prune `rule`'s DFA (call states count as live) and tabulate it."""
-    table = np.asarray(rule.dfa.transitions, dtype=np.int32)
+    table = np.require(rule.dfa.transitions, np.int32, ("C", "A"))  # a plain-int memoryview
     accepting = np.asarray(rule.dfa.accepting, dtype=bool)
     if rule.pruned:  # split off a minimal DFA: every state accepts, calls or leads on
         live = np.ones(len(table), dtype=bool)
