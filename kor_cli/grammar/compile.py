@@ -36,7 +36,13 @@ class GrammarOptions:
         under products (`not`, `oneOf`, `if`/`else`, `contains`, `uniqueItems`, ...), where
         they are unrolled this many times; also the depth of `Grammar.dfa`'s bounded view
         of a recursive grammar.
-    max_any_depth: how deep unconstrained values (`{}`, `true`) may nest.
+    max_any_depth: unconstrained values (`{}`, `true`, free items and members) are a
+        recursive rule (any depth, see `json_containers`) except where the grammar must be
+        one DFA: under products (as `max_recursion_depth`), in the DFA view, and with
+        `bounded_any`; there they nest at most this many containers deep.
+    bounded_any: a grammar whose only calls would be "any value" rules stays one DFA
+        (the former engine: `{}` unrolled `max_any_depth` deep, faster cold masks, bounded
+        depth). Default False: any depth (benchmarks/any_value.py measures both).
     max_states: DFA size limit; larger grammars raise `GrammarError`.
     open_objects: an object schema without `additionalProperties` allows other members
         (the specification); by default it is closed once it declares properties/required.
@@ -55,6 +61,7 @@ class GrammarOptions:
     lenient: bool = False
     max_recursion_depth: int = 3
     max_any_depth: int = 3
+    bounded_any: bool = False
     max_states: int = 50_000
     open_objects: bool = False
     ref_dir: str | None = None
@@ -209,7 +216,8 @@ def compile_json_schema(
         )
         book = compiler.compile()
         warnings = tuple(compiler.warnings)
-        if book.has_calls:
+        bounded = options.bounded_any and book.only_any_values  # `{}` unrolled: one DFA
+        if book.has_calls and not bounded:
 
             def rule(k: int) -> ByteDFA:  # each rule built under the compile's limits
                 return _bounded(lambda: book.build(k), options)
@@ -227,7 +235,8 @@ def compile_json_schema(
             rules.rule(rules.start)  # the others when first reached
 
             return Grammar(None, "json-schema", warnings, rules, view)
-        dfa = compile_ast(book.bodies[book.start], options.max_states)
+        root = book.inlined(options.max_recursion_depth) if bounded else book.bodies[book.start]
+        dfa = compile_ast(root, options.max_states)
         if dfa.is_empty():
             raise compiler.empty_error()
         return Grammar(dfa, "json-schema", warnings)

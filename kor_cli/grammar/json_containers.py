@@ -3,6 +3,22 @@
 Functions take the `SchemaCompiler` (`c`), the collected `Facts` of the conjunction, the
 instance `Location`, and the polarity `pos` (False: over-approximate, see
 `json_schema`).
+
+"Any value" (`{}`, `true`, an array's free items, an object's free members) nests without
+bound: outside products it is a call to a recursive rule (`any_call`) whose body is one
+level of value (scalars, `[` items `]`, `{` members `}`) calling the rule again for what
+it holds. Every location that orders no member names anywhere below (`name_free`: the
+usual case) shares ONE such rule per grammar, so its DFA and frame masks are built once
+(and its DFA once per process: the structural DFA cache). A location that names members
+(an `anyOf` branch declares them) gets a rule of its own, named members first, as
+everywhere at that place; rules of locations below it are calls again.
+
+Under products (`not`, `oneOf` exclusivity, `if`/`else`, `contains`, `uniqueItems`, `enum`
+beside constraints, `propertyNames`: whatever the compiler turns into one DFA mid-compile)
+no call may appear, so there "any value" is unrolled `max_any_depth` containers deep
+(`any_value`; deeper values are unavailable there, a sound under-approximation). The DFA
+view of a grammar (`Grammar.dfa`, for DFA-only consumers) inlines the same bounded value
+at each call, so a call-free consumer sees exactly the former bounded language.
 """
 
 from __future__ import annotations
@@ -27,6 +43,7 @@ from kor_cli.grammar.ast import (
 from kor_cli.grammar.json_keywords import ArrayPart, Facts, Part
 from kor_cli.grammar.json_location import Location
 from kor_cli.grammar.json_numbers import any_number
+from kor_cli.grammar.json_rules import Call
 from kor_cli.grammar.json_unique import MAX_VALUES, distinct_sequence, finite_texts
 from kor_cli.grammar.json_values import BOOLEAN, NULL, string_node
 from kor_cli.grammar.unique_items import item_language
@@ -34,12 +51,43 @@ from kor_cli.grammar.unique_items import item_language
 if TYPE_CHECKING:
     from kor_cli.grammar.json_schema import SchemaCompiler
 
+ANY_RULE = "(any value)"  # the name of "any value" rules (messages, tests)
 OPEN_BRACKET, CLOSE_BRACKET = literal("["), literal("]")
 OPEN_BRACE, CLOSE_BRACE = literal("{"), literal("}")
 
 
+def any_call(c: SchemaCompiler, loc: Location, depth: int) -> Node:
+    """Any JSON value, any depth: a call to the "any value" rule of `loc` (shared by every
+    name-free location); the DFA view inlines `any_value(loc, depth)` there instead."""
+    shared = c.space.at([]) if name_free(loc) else loc
+    rule = c.rules.recursive(("any", id(shared)), ANY_RULE, lambda: any_value(c, shared, 1))
+
+    def view() -> Node:
+        with c.exactly():
+            return c.any_value(loc, depth)
+
+    return Call(rule, view)
+
+
+def name_free(loc: Location) -> bool:
+    """True when no object at or below `loc` (through free members and items) has member
+    names to put first: "any value" there is the same as at the empty location."""
+    seen: set[int] = set()
+    todo = [loc]
+    while todo:
+        at = todo.pop()
+        if id(at) in seen:
+            continue
+        if at.names:
+            return False
+        seen.add(id(at))
+        todo += [at.child(None), at.item()]
+    return True
+
+
 def any_value(c: SchemaCompiler, loc: Location, depth: int) -> Node:
-    """Any JSON value nested at most `depth` containers deep."""
+    """Any JSON value nested at most `depth` containers deep (under products; elsewhere
+    the values it holds are calls of `any_call`, `c.any_value`)."""
     scalars = alt(NULL, BOOLEAN, any_number(), string_node())
     if depth <= 0:
         return scalars

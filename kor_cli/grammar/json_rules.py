@@ -22,6 +22,10 @@ only when generation reaches it. Deferred rules are memoized by conjunction, so 
 recursion through deferred values closes on the same rule; `inlined` finds such cycles
 on the call graph (`_cycles`).
 
+"Any value" (`{}`, free items and members) is a `recursive` rule too: one per grammar
+(per location that orders member names, see `json_containers`), calling itself for what
+it holds; each call carries the bounded value the DFA view inlines in its place.
+
 Under products (`not`, `oneOf`, `if`/`else`, `contains`, `uniqueItems`, `enum` beside
 constraints, `propertyNames`: whatever is compiled to a DFA and intersected or
 subtracted mid-compile) no call may appear: there the compiler unrolls recursion to
@@ -69,9 +73,11 @@ Key = tuple[tuple[tuple[int, frozenset[str], int, bool], ...], int]
 
 @dataclass(frozen=True, eq=False)
 class Call(Node):
-    """Placeholder leaf: a call to rule `rule` (becomes `rules.call` or NOTHING when built)."""
+    """Placeholder leaf: a call to rule `rule` (becomes `rules.call` or NOTHING when built).
+    `view` (optional): builds the call-free node the DFA view inlines here instead."""
 
     rule: int
+    view: Callable[[], Node] | None = None
 
 
 class RuleBook:
@@ -94,6 +100,7 @@ class RuleBook:
         self.forced = 0  # deferred bodies built so far
         self.checked: dict[int, int] = {}  # uniqueItems array rule -> item rule (`unique_check`)
         self._views: dict[int, Node] = {}  # what the DFA view inlines for a checked array
+        self._named: dict[Any, int] = {}  # `recursive` rules by their key
 
     def conj(self, parts: list[Part], loc: Location, build: Callable[[], Node]) -> Node:
         """`build()`, or a call to the rule of this conjunction if it recurses."""
@@ -132,6 +139,16 @@ class RuleBook:
         self._pending[rule] = build
         self._keep.append(parts)
         return Call(rule)
+
+    def recursive(self, key: Any, name: str, build: Callable[[], Node]) -> int:
+        """The rule of `key` (e.g. "any value" at a location), its body `build()`, which may
+        call the rule itself (the id exists before the body is built); built once."""
+        rule = self._named.get(key)
+        if rule is None:
+            rule = self._named[key] = self._new(name)
+            self.cyclic.add(rule)
+            self.bodies[rule] = build()
+        return rule
 
     def body(self, rule: int) -> Node:
         """The AST of `rule` (a deferred rule's built now, once)."""
@@ -175,6 +192,13 @@ class RuleBook:
         """True once a conjunction recursed, a value was split off or deferred, or an array
         is checked (more than one rule)."""
         return bool(self.cyclic or self._split or self._thunks or self.checked)
+
+    @property
+    def only_any_values(self) -> bool:
+        """True when the only rules besides the start are "any value" rules (`recursive`)."""
+        return self.cyclic == set(self._named.values()) and not (
+            self._split or self._thunks or self.checked
+        )
 
     def finish(self, root: Node) -> bool:
         """Fix the start rule (`root`'s); False if it generates nothing."""
@@ -316,6 +340,8 @@ class RuleBook:
 
         def inner(left: int) -> Callable[[Call], Node]:
             def leaf(c: Call) -> Node:
+                if c.view is not None:
+                    return c.view()
                 if c.rule in self._views:
                     return self._views[c.rule]
                 below = left - 1 if c.rule in cyclic else left

@@ -10,8 +10,9 @@ Semantics and choices:
   optional properties may be absent, present ones come in schema order. An object schema
   without declarations (e.g. `{"type": "object"}`) accepts any object;
   `additionalProperties: true`/a schema, `patternProperties` and `unevaluatedProperties`
-  allow other members after the declared ones. `{}`/`true` is any JSON value nested at
-  most `max_any_depth` deep.
+  allow other members after the declared ones. `{}`/`true` is any JSON value, any depth:
+  a call to a shared recursive rule (`json_containers`); under products, where no call may
+  appear, it is unrolled `max_any_depth` deep.
 - Arrays follow the spec: without `items`, further items are any values. `contains`
   (with min/maxContains) is exact; `uniqueItems` too (a DFA for items with few values, else
   checked at run time by the pushdown matcher, `unique_check`; refused under products).
@@ -60,7 +61,7 @@ from kor_cli.grammar.fsm import ByteDFA, compile_ast
 from kor_cli.grammar.json_defer import DeferPolicy
 from kor_cli.grammar.json_disjoint import complement_types, one_of
 from kor_cli.grammar.json_formats import FORMATS
-from kor_cli.grammar.json_keywords import Collector, Facts, Part
+from kor_cli.grammar.json_keywords import ANNOTATIONS, Collector, Facts, Part
 from kor_cli.grammar.json_location import Location, LocationSpace, reorder
 from kor_cli.grammar.json_memo import ConjMemo
 from kor_cli.grammar.json_refs import Resolver
@@ -145,7 +146,7 @@ class SchemaCompiler:
         self.defer = DeferPolicy(self.resolver)
         self.memo = ConjMemo(self)
         self.exact = 0  # > 0 while building what a product (DFA operation) will take
-        self._any: dict[tuple[int, int], Node] = {}
+        self._any: dict[tuple[int, int, bool], Node] = {}
         self._dfas: dict[int, tuple[Node, ByteDFA]] = {}
         self._keys: dict[tuple[str, ...], Node] = {}
         self.loose_depth = 0  # set while building what a difference subtracts
@@ -411,7 +412,10 @@ class SchemaCompiler:
     # shared helpers for containers
 
     def member(self, parts: list[Part], loc: Location, pos: bool) -> Node:
-        """The value of a member/item: all of `parts`, or any value if there are none."""
+        """The value of a member/item: all of `parts`, or any value if there are none
+        (or they constrain nothing: the shared "any value" rule, not a copy of it)."""
+        if parts and pos and not self.exact and all(map(_free, parts)):
+            return self.any_value(loc, self.max_any_depth)
         if parts:
             if pos and not self.exact and self.defer.deferrable(parts):  # built when reached
                 return self.rules.defer(parts, loc, lambda: self.conj(parts, loc, True))
@@ -427,12 +431,13 @@ class SchemaCompiler:
         return loose_container("{}", max(self.loose_depth, 1))
 
     def any_value(self, loc: Location, depth: int) -> Node:
-        """Any JSON value at most `depth` containers deep, members in `loc` order."""
-        key = (id(loc), depth)
+        """Any JSON value, members in `loc` order: a call to a recursive rule (any depth),
+        under products at most `depth` containers deep (`json_containers`)."""
+        key = (id(loc), depth, self.exact > 0)
         found = self._any.get(key)
         if found is None:
-            found = containers.any_value(self, loc, depth)
-            self._any[key] = found
+            build = containers.any_value if self.exact else containers.any_call
+            found = self._any[key] = build(self, loc, depth)
         return found
 
     def other_key(self, names: tuple[str, ...]) -> Node:
@@ -465,6 +470,12 @@ class SchemaCompiler:
         if found is None:
             found = self._dfas[id(node)] = (node, compile_ast(node, self.max_states))
         return found[1].accepts(text.encode())
+
+
+def _free(part: Part) -> bool:
+    """True when `part` constrains nothing (`true`, or only annotations)."""
+    schema = part.schema
+    return schema is True or isinstance(schema, dict) and set(schema) - part.skip <= ANNOTATIONS
 
 
 def _conditional(holder: Part, sub: Any) -> tuple[Part, list[Part], list[Part]]:

@@ -1,0 +1,214 @@
+"""The "any value" (`{}`, `true`, free items, free members) forms: a recursive rule vs a DFA.
+
+Outside products kor-cli compiles an unconstrained value as a call to one shared recursive
+rule (any depth, the pushdown matcher); `GrammarOptions(bounded_any=True)` keeps a grammar
+whose only calls would be those one DFA instead, `{}` unrolled `max_any_depth` deep (the
+former engine). This script measures what the choice costs, side by side in one run with
+llguidance, on the Qwen tokenizer:
+
+- the schemas: a few synthetic ones with free values, and the SchemaStore schemas (every
+  `--every`-th, as `schemastore.py`'s sample, or all) whose grammar is call-free in the
+  bounded form but not in the rule form (the ones the choice moves to the pushdown path);
+- per engine: compile and time to first mask (median of `--repeats` fresh compiles, disk
+  cache off), then the mask per token along each valid instance (canonical text, then a
+  stop token): "cold" right after a compile, "warm" the same walk again.
+
+    python benchmarks/any_value.py --every 8 --out benchmarks/results/any_value.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from _common import add_out_argument, out_path, write_results
+from engines import KorMatcher, LLGuidance, stats_us, timed_compile, walk
+from grammar_masks import continuation
+from schemastore import CORPUS, forms, label_holds, names
+
+from kor_cli.errors import GrammarError
+from kor_cli.grammar import compile as kor_compile
+from kor_cli.grammar import disk_cache
+from kor_cli.grammar.compile import GrammarOptions, compile_json_schema, serialize
+from kor_cli.grammar.index import token_trie
+from kor_cli.grammar.json_files import sibling_loader
+from kor_cli.grammar.surface import GrammarMatcher, TokenizerInfo, compile_grammar
+from kor_cli.testing import QWEN_LOGITS_WIDTH, load_offline_tokenizer
+
+MODES = {"rule": False, "bounded": True}  # kor's two forms: GrammarOptions.bounded_any
+SYNTHETIC: dict[str, tuple[Any, list[Any]]] = {
+    "any": ({}, [{"a": [1, {"b": None}], "c": "x"}, [[1, 2], {"k": True}], "text"]),
+    "object": ({"type": "object"}, [{"id": 3, "tags": ["a", "b"], "meta": {"x": {"y": 1}}}]),
+    "metadata": (
+        {
+            "type": "object",
+            "properties": {"name": {"type": "string"}, "metadata": {}},
+            "required": ["name"],
+            "additionalProperties": False,
+        },
+        [{"name": "Ann", "metadata": {"source": "web", "scores": [1, 2.5], "ok": True}}],
+    ),
+    "free_items": (
+        {"type": "array", "items": {"type": "object", "additionalProperties": True}},
+        [[{"a": 1}, {"b": [1, 2, {"c": "d"}]}]],
+    ),
+}
+
+
+class Kor:
+    """kor-cli in one `bounded_any` mode, through the matcher surface, cache off."""
+
+    def __init__(self, info: TokenizerInfo, bounded: bool, ref_dir: str | None) -> None:
+        self.info = info
+        self.options = GrammarOptions(bounded_any=bounded, ref_dir=ref_dir, time_limit_s=10.0)
+        os.environ[disk_cache.ENV] = "off"
+
+    def compile(self, schema: Any) -> Any:
+        kor_compile._cache.clear()
+        return compile_grammar(compile_json_schema(schema, self.options), self.info)
+
+    def matcher(self, compiled: Any) -> Any:
+        return KorMatcher(GrammarMatcher(compiled))
+
+
+def moved(schema: Any, ref_dir: str) -> bool:
+    """True when the rule form has calls and the bounded form is one DFA."""
+    try:
+        bounded = compile_json_schema(schema, GrammarOptions(bounded_any=True, ref_dir=ref_dir))
+        if bounded.has_calls:
+            return False
+        return compile_json_schema(schema, GrammarOptions(ref_dir=ref_dir)).has_calls
+    except GrammarError:
+        return False
+
+
+def corpus_cases(corpus: Path, every: int) -> dict[str, tuple[Any, list[str]]]:
+    """SchemaStore schemas the choice moves, with their valid instances' canonical texts."""
+    out = {}
+    ref_dir = str(corpus / "schemas")
+    loader = sibling_loader(ref_dir)
+    for name in names(corpus)[::every]:
+        schema = json.loads((corpus / "schemas" / f"{name}.json").read_text(encoding="utf-8"))
+        if not moved(schema, ref_dir):
+            continue
+        texts = []
+        for path in sorted((corpus / "valid" / name).glob("*.json")):
+            instance = json.loads(path.read_text(encoding="utf-8"))
+            if label_holds(schema, instance, loader) is not False:
+                texts.append(forms(instance, schema, loader)[-2])  # canonical, schema order
+        out[name] = (schema, texts)
+    return out
+
+
+def bench(engine: Any, schema: Any, sequences: list[list[int]], repeats: int, words: int) -> dict:
+    """Compile / first mask medians and per-token mask statistics of one engine."""
+    compile_s, first_s, cold = [], [], []
+    compiled: Any = None
+    for _ in range(repeats):
+        c, f, compiled, _ = timed_compile(engine, schema, words)
+        compile_s.append(c)
+        first_s.append(f)
+        fills: list[float] = []
+        for seq in sequences:
+            fills += walk(engine.matcher(compiled), seq, words, None)[0]
+        cold.append(fills)
+    warm: list[float] = []
+    accepted = 0
+    for seq in sequences:
+        fills, _, rejected = walk(engine.matcher(compiled), seq, words, None)
+        warm += fills
+        accepted += rejected is None
+    return {
+        "compile_ms": round(statistics.median(compile_s) * 1e3, 3),
+        "first_mask_ms": round(statistics.median(first_s) * 1e3, 3),
+        "mask_us_cold": stats_us(cold[0]),
+        "mask_us_warm": stats_us(warm),
+        "sequences_accepted": accepted,
+    }
+
+
+def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per engine: first-mask p50/p90/max and mean cold/warm mask over the schemas, and the
+    rule form's ratios to the bounded form and to llguidance."""
+    out: dict[str, Any] = {}
+    for engine in ("rule", "bounded", "llguidance"):
+        got = [r["engines"][engine] for r in rows if "error" not in r["engines"].get(engine, {})]
+        if not got:
+            continue
+        first = sorted(g["first_mask_ms"] for g in got)
+        out[engine] = {
+            "schemas": len(got),
+            "first_mask_ms_p50": round(float(np.percentile(first, 50)), 3),
+            "first_mask_ms_p90": round(float(np.percentile(first, 90)), 3),
+            "first_mask_ms_max": first[-1],
+            "mean_mask_us_cold": round(statistics.mean(g["mask_us_cold"]["mean"] for g in got), 2),
+            "mean_mask_us_warm": round(statistics.mean(g["mask_us_warm"]["mean"] for g in got), 2),
+        }
+    for other in ("bounded", "llguidance"):
+        pairs = [
+            (r["engines"]["rule"]["first_mask_ms"], r["engines"][other]["first_mask_ms"])
+            for r in rows
+            if "error" not in r["engines"].get("rule", {"error": 1})
+            and "error" not in r["engines"].get(other, {"error": 1})
+        ]
+        if pairs:
+            ratios = sorted(a / b for a, b in pairs)
+            out[f"rule_over_{other}_first_mask"] = {
+                "p50": round(float(np.percentile(ratios, 50)), 2),
+                "max": round(ratios[-1], 2),
+            }
+    return out
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--corpus", type=Path, default=CORPUS)
+    parser.add_argument("--every", type=int, default=8, help="every N-th SchemaStore schema")
+    parser.add_argument("--repeats", type=int, default=3, help="fresh compiles per engine")
+    add_out_argument(parser, "any_value.json")
+    args = parser.parse_args(argv)
+    tokenizer = load_offline_tokenizer("qwen")
+    info = TokenizerInfo.from_hf(tokenizer, vocab_size=QWEN_LOGITS_WIDTH)
+    token_trie(info)
+    words = (info.vocab_size + 31) // 32
+    ref_dir = str(args.corpus / "schemas")
+    cases = {k: (s, [serialize(i) for i in insts]) for k, (s, insts) in SYNTHETIC.items()}
+    cases |= corpus_cases(args.corpus, args.every)
+    engines: dict[str, Any] = {m: Kor(info, b, ref_dir) for m, b in MODES.items()}
+    try:
+        engines["llguidance"] = LLGuidance(tokenizer, info)
+    except ImportError:
+        print("llguidance is not installed: kor-cli alone", file=sys.stderr)
+    rows = []
+    start = time.perf_counter()
+    for name, (schema, texts) in cases.items():
+        stop = info.stop_ids[0]
+        sequences = [continuation(tokenizer, info, t) + [stop] for t in texts]
+        row: dict[str, Any] = {"schema": name, "instances": len(texts), "engines": {}}
+        for ename, engine in engines.items():
+            try:
+                row["engines"][ename] = bench(engine, schema, sequences, args.repeats, words)
+            except Exception as error:  # noqa: BLE001 - a refusal is a result
+                row["engines"][ename] = {"error": f"{type(error).__name__}: {error}"[:200]}
+        rows.append(row)
+        print(name, json.dumps({k: v.get("first_mask_ms") for k, v in row["engines"].items()}))
+    result = {
+        "summary": summarize(rows),
+        "rows": rows,
+        "sample": f"synthetic {len(SYNTHETIC)} + SchemaStore every {args.every}th, moved only",
+        "seconds": round(time.perf_counter() - start, 1),
+        "load": os.getloadavg(),
+    }
+    write_results(out_path(args), result)
+    print(json.dumps(result["summary"], indent=2))
+
+
+if __name__ == "__main__":
+    main()
