@@ -9,9 +9,12 @@ llguidance, on the Qwen tokenizer:
 - the schemas: a few synthetic ones with free values, and the SchemaStore schemas (every
   `--every`-th, as `schemastore.py`'s sample, or all) whose grammar is call-free in the
   bounded form but not in the rule form (the ones the choice moves to the pushdown path);
+- the JSON-Schema-Test-Suite (draft 2020-12): time to first mask of every schema in both
+  forms and llguidance's, taking turns, over the schemas the choice moves and over all;
 - per engine: compile and time to first mask (median of `--repeats` fresh compiles, disk
   cache off), then the mask per token along each valid instance (canonical text, then a
-  stop token): "cold" right after a compile, "warm" the same walk again.
+  stop token): "cold" right after the first compile, "warm" the same walks again. Engines
+  take turns in each repeat, in rotating order.
 
     python benchmarks/any_value.py --every 8 --out benchmarks/results/any_value.json
 """
@@ -24,6 +27,7 @@ import os
 import statistics
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +35,7 @@ import numpy as np
 from _common import add_out_argument, out_path, write_results
 from engines import KorMatcher, LLGuidance, stats_us, timed_compile, walk
 from grammar_masks import continuation
+from json_schema_suite import SUITE_DIR as JSTS
 from schemastore import CORPUS, forms, label_holds, names
 
 from kor_cli.errors import GrammarError
@@ -107,31 +112,50 @@ def corpus_cases(corpus: Path, every: int) -> dict[str, tuple[Any, list[str]]]:
     return out
 
 
-def bench(engine: Any, schema: Any, sequences: list[list[int]], repeats: int, words: int) -> dict:
-    """Compile / first mask medians and per-token mask statistics of one engine."""
-    compile_s, first_s, cold = [], [], []
-    compiled: Any = None
-    for _ in range(repeats):
-        c, f, compiled, _ = timed_compile(engine, schema, words)
-        compile_s.append(c)
-        first_s.append(f)
-        fills: list[float] = []
+def bench(
+    engines: dict[str, Any], schema: Any, sequences: list[list[int]], repeats: int, words: int
+) -> dict[str, Any]:
+    """Per engine: compile / first mask medians and per-token mask statistics. The engines
+    take turns in every repeat, in a rotating order (a compile warms process-wide caches,
+    such as the structural DFA cache, for whoever comes next)."""
+    runs: dict[str, dict[str, Any]] = {e: {"compile": [], "first": []} for e in engines}
+    names = list(engines)
+    for rep in range(repeats):
+        for ename in names[rep % len(names) :] + names[: rep % len(names)]:
+            run = runs[ename]
+            if "error" in run:
+                continue
+            try:
+                c, f, run["compiled"], _ = timed_compile(engines[ename], schema, words)
+            except Exception as error:  # noqa: BLE001 - a refusal is a result
+                run["error"] = f"{type(error).__name__}: {error}"[:200]
+                continue
+            run["compile"].append(c)
+            run["first"].append(f)
+            if rep == 0:  # the cold walk: right after the first compile
+                fills: list[float] = []
+                for seq in sequences:
+                    fills += walk(engines[ename].matcher(run["compiled"]), seq, words, None)[0]
+                run["cold"] = fills
+    out: dict[str, Any] = {}
+    for ename, run in runs.items():
+        if "error" in run:
+            out[ename] = {"error": run["error"]}
+            continue
+        warm: list[float] = []
+        accepted = 0
         for seq in sequences:
-            fills += walk(engine.matcher(compiled), seq, words, None)[0]
-        cold.append(fills)
-    warm: list[float] = []
-    accepted = 0
-    for seq in sequences:
-        fills, _, rejected = walk(engine.matcher(compiled), seq, words, None)
-        warm += fills
-        accepted += rejected is None
-    return {
-        "compile_ms": round(statistics.median(compile_s) * 1e3, 3),
-        "first_mask_ms": round(statistics.median(first_s) * 1e3, 3),
-        "mask_us_cold": stats_us(cold[0]),
-        "mask_us_warm": stats_us(warm),
-        "sequences_accepted": accepted,
-    }
+            fills, _, rejected = walk(engines[ename].matcher(run["compiled"]), seq, words, None)
+            warm += fills
+            accepted += rejected is None
+        out[ename] = {
+            "compile_ms": round(statistics.median(run["compile"]) * 1e3, 3),
+            "first_mask_ms": round(statistics.median(run["first"]) * 1e3, 3),
+            "mask_us_cold": stats_us(run["cold"]),
+            "mask_us_warm": stats_us(warm),
+            "sequences_accepted": accepted,
+        }
+    return out
 
 
 def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
@@ -167,6 +191,55 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
+def jsts_first_masks(kor: dict[str, Kor], other: Any, info: TokenizerInfo) -> dict[str, Any]:
+    """Time to first mask of every JSON-Schema-Test-Suite schema in each form (and the
+    other engine's), taking turns per schema; percentiles over the schemas the choice moves
+    (call-free when bounded, calls as rules) and over all compiled by both forms. The two
+    forms alternate in going first (the first warms the structural DFA cache)."""
+    remotes = (JSTS.parent / "remotes").as_posix()
+    options = {m: replace(k.options, ref_dir=None, ref_map=(("http://localhost:1234/", remotes),))
+               for m, k in kor.items()}  # fmt: skip
+    words = (info.vocab_size + 31) // 32
+    times: dict[str, dict[str, float]] = {name: {} for name in [*kor, "llguidance"]}
+    moved_names = []
+    for path in sorted(JSTS.glob("*.json")):
+        for k, case in enumerate(json.loads(path.read_text(encoding="utf-8"))):
+            name = f"{path.stem}#{k}"
+            calls = {}
+            for mode in list(kor)[:: 1 if k % 2 else -1]:  # turns: who goes first alternates
+                kor_compile._cache.clear()
+                start = time.perf_counter()
+                try:
+                    grammar = compile_json_schema(case["schema"], options[mode])
+                    compiled = compile_grammar(grammar, info)
+                    GrammarMatcher(compiled).fill_next_token_bitmask(np.zeros((1, words), np.int32))
+                except GrammarError:
+                    continue
+                times[mode][name] = time.perf_counter() - start
+                calls[mode] = grammar.has_calls
+            if calls.get("rule") and calls.get("bounded") is False:
+                moved_names.append(name)
+            if other is not None:
+                start = time.perf_counter()
+                try:
+                    other.matcher(other.compile(case["schema"])).fill(np.zeros(words, np.int32))
+                    times["llguidance"][name] = time.perf_counter() - start
+                except Exception:  # noqa: BLE001 - its refusal
+                    pass
+
+    def ms(names: list[str], engine: str) -> dict[str, float]:
+        values = [times[engine][n] * 1e3 for n in names if n in times[engine]] or [0.0]
+        return {f"p{q}": round(float(np.percentile(values, q)), 2) for q in (50, 90, 99)}
+
+    both = [n for n in times["rule"] if n in times["bounded"]]
+    out: dict[str, Any] = {"compiled": len(both), "moved": len(moved_names)}
+    for label, names_ in (("moved", moved_names), ("all", both)):
+        out[label + "_ms"] = {e: ms(names_, e) for e in times if times[e]}
+        shared = [n for n in names_ if n in times["llguidance"]]
+        out[label + "_ms_shared_with_llguidance"] = {e: ms(shared, e) for e in times if times[e]}
+    return out
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--corpus", type=Path, default=CORPUS)
@@ -186,21 +259,21 @@ def main(argv: list[str] | None = None) -> None:
         engines["llguidance"] = LLGuidance(tokenizer, info)
     except ImportError:
         print("llguidance is not installed: kor-cli alone", file=sys.stderr)
-    rows = []
     start = time.perf_counter()
+    kor = {m: engines[m] for m in MODES}
+    jsts = jsts_first_masks(kor, engines.get("llguidance"), info)
+    print("JSTS", json.dumps(jsts))
+    rows = []
     for name, (schema, texts) in cases.items():
         stop = info.stop_ids[0]
         sequences = [continuation(tokenizer, info, t) + [stop] for t in texts]
-        row: dict[str, Any] = {"schema": name, "instances": len(texts), "engines": {}}
-        for ename, engine in engines.items():
-            try:
-                row["engines"][ename] = bench(engine, schema, sequences, args.repeats, words)
-            except Exception as error:  # noqa: BLE001 - a refusal is a result
-                row["engines"][ename] = {"error": f"{type(error).__name__}: {error}"[:200]}
+        found = bench(engines, schema, sequences, args.repeats, words)
+        row = {"schema": name, "instances": len(texts), "engines": found}
         rows.append(row)
         print(name, json.dumps({k: v.get("first_mask_ms") for k, v in row["engines"].items()}))
     result = {
         "summary": summarize(rows),
+        "jsts_first_mask": jsts,
         "rows": rows,
         "sample": f"synthetic {len(SYNTHETIC)} + SchemaStore every {args.every}th, moved only",
         "seconds": round(time.perf_counter() - start, 1),
