@@ -73,7 +73,7 @@ def test_generate_cli(tiny_model_dir: str) -> None:
     )
     assert result.exit_code == 0, result.stderr
     assert json.loads(result.stdout)["text"] in {"yes", "no"}
-    bad = CliRunner().invoke(app, ["generate", "-", "--regex", "(?=x)", "-m", tiny_model_dir],
+    bad = CliRunner().invoke(app, ["generate", "-", "--regex", "x(?=x)", "-m", tiny_model_dir],
                              input="x")
     assert bad.exit_code == 2 and "Traceback" not in bad.stderr
 

@@ -76,7 +76,9 @@ def test_cases(pattern: str, yes: list[str], no: list[str]) -> None:
 @pytest.mark.parametrize(
     ("pattern", "feature"),
     [
-        ("(?=a)a", "lookahead"),
+        ("a(?=a)", "lookahead"),
+        ("(?=a(?=b))", "lookahead"),
+        ("(?!^a)", "anchor ^ inside a group"),
         ("a(?!b)", "lookahead"),
         ("(?<=a)b", "lookbehind"),
         ("(?<!a)b", "lookbehind"),

@@ -4,8 +4,15 @@ Supported: literals and escapes (`\\n \\t \\xhh \\uhhhh \\Uhhhhhhhh \\N{name}`, 
 classes `[...]`/`[^...]` with ranges, `\\d \\w \\s \\D \\W \\S`, `.`, groups (capturing,
 named, `(?:...)`, comments), alternation, quantifiers `? * + {m} {m,} {m,n} {,n}` (lazy
 forms match the same strings), and `^`/`$` at the ends of top-level alternatives.
-Lookaround, backreferences, `\\b`/`\\B`/`\\A`/`\\Z`, inline flags, atomic groups and
-possessive quantifiers raise `GrammarError` naming the feature.
+Lookahead `(?=...)` / `(?!...)` at the start of a top-level alternative (after `^`, or
+where an unanchored search tries a position), any number in a row: lookaheads are regular,
+so the alternative's language from there (its `$`-less part followed by whatever the match
+leaves, as `search` reads it) is intersected with, or has subtracted, the language of what
+the lookahead body matches at its start (`body` then any text; a body alternative ending in
+`$` stops at the end, before one newline in Python's reading). `^` inside a body is allowed
+when the alternative is anchored; a lookahead anywhere else, lookbehind, backreferences,
+`\\b`/`\\B`/`\\A`/`\\Z`, inline flags, atomic groups and possessive quantifiers raise
+`GrammarError` naming the feature.
 
 A `Dialect` says how a set of characters becomes bytes (plain UTF-8, or the JSON string
 encoding) and what the class escapes mean: ``python`` is Python's Unicode semantics;
@@ -22,7 +29,7 @@ from dataclasses import dataclass
 from kor_cli.errors import GrammarError
 from kor_cli.grammar import charset as cs
 from kor_cli.grammar import limits
-from kor_cli.grammar.ast import EMPTY, Node, alt, opt, repeat, seq
+from kor_cli.grammar.ast import EMPTY, Node, alt, difference, intersect, opt, repeat, seq
 from kor_cli.grammar.charset import Ranges
 
 _SIMPLE = {"a": 7, "f": 12, "n": 10, "r": 13, "t": 9, "v": 11}
@@ -54,11 +61,21 @@ UTF8 = Dialect(cs.utf8)
 
 @dataclass(frozen=True)
 class Branch:
-    """One top-level alternative and whether it is anchored at either end."""
+    """One top-level alternative, whether it is anchored at either end, and its leading
+    lookaheads: (positive, the texts from there on that the lookahead accepts)."""
 
     start: bool
     end: bool
     node: Node
+    ahead: tuple[tuple[bool, Node], ...] = ()
+
+    def rest(self, after: Node) -> Node:
+        """The texts from the branch's position on: its match, then `after` (what the match
+        leaves), held to the lookaheads."""
+        node = seq(self.node, after)
+        for positive, accepted in self.ahead:
+            node = intersect(node, accepted) if positive else difference(node, accepted)
+        return node
 
 
 def parse(pattern: str, dialect: Dialect = UTF8) -> list[Branch]:
@@ -68,7 +85,7 @@ def parse(pattern: str, dialect: Dialect = UTF8) -> list[Branch]:
 
 def fullmatch(pattern: str, dialect: Dialect = UTF8) -> Node:
     """Strings `pattern` matches in full (like `re.fullmatch`)."""
-    return alt(*(branch.node for branch in parse(pattern, dialect)))
+    return alt(*(branch.rest(EMPTY) for branch in parse(pattern, dialect)))
 
 
 def search(pattern: str, dialect: Dialect) -> Node:
@@ -81,7 +98,7 @@ def search(pattern: str, dialect: Dialect) -> Node:
         after = anything
         if branch.end:
             after = opt(newline) if dialect.classes == "loose" else EMPTY
-        parts.append(seq(before, branch.node, after))
+        parts.append(seq(before, branch.rest(after)))
     return alt(*parts)
 
 
@@ -106,6 +123,7 @@ class _Parser:
         self.i = 0
         self.dialect = dialect
         self.variant = {"python": "python", "strict": "min", "loose": "max"}[dialect.classes]
+        self.anchored = False  # the top-level alternative being read starts with ^
 
     def error(self, message: str, feature: str | None = None) -> GrammarError:
         where = f" at position {self.i} in regex {self.text!r}"
@@ -126,25 +144,56 @@ class _Parser:
             raise self.error("unbalanced parenthesis")
         return branches
 
-    def branch(self, top: bool) -> Branch:
+    def branch(self, top: bool, ahead: bool = False) -> Branch:
+        """An alternative: top-level, inside a group, or (`ahead`) of a lookahead body."""
         start = end = False
         if self.peek() == "^":
-            if not top:
+            if not (top or ahead and self.anchored):
                 raise self.error("", feature="anchor ^ inside a group")
             start = True
             self.i += 1
+        looks: list[tuple[bool, Node]] = []
+        if top:
+            self.anchored = start
+            while self.text.startswith(("(?=", "(?!"), self.i):
+                looks.append(self.lookahead())
         pieces: list[Node] = []
         while self.peek() not in ("", "|", ")"):
             if self.peek() == "$":
                 self.i += 1
-                if not top or self.peek() not in ("", "|"):
+                if not (top and self.peek() in ("", "|") or ahead and self.peek() in ("|", ")")):
                     raise self.error("", feature="anchor $ before the end")
                 end = True
                 break
             if self.peek() == "^":
                 raise self.error("", feature="anchor ^ after the start")
             pieces.append(self.piece())
-        return Branch(start, end, seq(*pieces))
+        return Branch(start, end, seq(*pieces), tuple(looks))
+
+    def lookahead(self) -> tuple[bool, Node]:
+        """A leading `(?=...)` / `(?!...)`: whether it is positive, and the texts from here
+        on it accepts. A negative one's body is read in the opposite approximation (what
+        is subtracted must over-approximate in strict mode, under-approximate in loose)."""
+        positive = self.peek(2) == "="
+        self.i += 3
+        saved = self.variant
+        self.variant = saved if positive else _OPPOSITE[saved]
+        anything = repeat(self.encode(cs.ALL), 0, None)
+        at_end = opt(self.encode(cs.chars("\n"))) if self.variant != "min" else EMPTY
+        try:
+            nodes = []
+            while True:
+                body = self.branch(top=False, ahead=True)
+                nodes.append(seq(body.node, at_end if body.end else anything))
+                if self.peek() != "|":
+                    break
+                self.i += 1
+        finally:
+            self.variant = saved
+        if self.peek() != ")":
+            raise self.error("missing ), unterminated subpattern")
+        self.i += 1
+        return positive, alt(*nodes)
 
     def alternation(self) -> Node:
         nodes = [self.branch(top=False).node]
@@ -350,7 +399,7 @@ class _Parser:
 
 def _extension_name(c: str, c2: str) -> str:
     if c in "=!":
-        return "lookahead"
+        return "lookahead other than at the start of the pattern"
     if c == "<":
         return "lookbehind"
     if c == "P" and c2 == "=":
