@@ -104,10 +104,17 @@ def test_products_keep_the_bounded_value() -> None:
 
 
 def canonical(text: bytes) -> bool:
-    """Independent oracle of the language of `{}`: `text` is a JSON text written the one
-    canonical way (`serialize`; duplicate member names allowed, as the grammar does)."""
+    """Independent oracle of the language of `{}`: `text` is a JSON text written the
+    canonical way (`serialize`: separators, string escapes; duplicate member names allowed,
+    as the grammar does), each number in a spelling `{"type": "number"}` accepts alone."""
     try:
-        pairs = json.loads(text.decode(), parse_float=Decimal, object_pairs_hook=_Pairs)
+        pairs = json.loads(
+            text.decode(),
+            object_pairs_hook=_Pairs,
+            parse_int=_Number,
+            parse_float=_Number,
+            parse_constant=_refuse,
+        )
     except (UnicodeDecodeError, ValueError, RecursionError):
         return False
     return _write(pairs) == text.decode()
@@ -117,11 +124,22 @@ class _Pairs(list):  # type: ignore[type-arg]
     """An object's members in order (duplicates kept)."""
 
 
+class _Number(str):
+    """A number's text as written."""
+
+
+def _refuse(name: str) -> None:
+    raise ValueError(f"{name} is not JSON")
+
+
 def _write(value: Any) -> str:
     if isinstance(value, _Pairs):
         return "{" + ",".join(serialize(k) + ":" + _write(v) for k, v in value) + "}"
     if isinstance(value, list):
         return "[" + ",".join(_write(v) for v in value) + "]"
+    if isinstance(value, _Number):
+        number = compile_json_schema({"type": "number"})
+        return str(value) if number.accepts(value.encode()) else "(a spelling it refuses)"
     return serialize(value)
 
 
