@@ -5,7 +5,6 @@ products and with `bounded_any` it is the former bounded DFA."""
 from __future__ import annotations
 
 import json
-from decimal import Decimal
 from typing import Any
 
 import numpy as np
