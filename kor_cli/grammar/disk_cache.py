@@ -112,6 +112,7 @@ def write_blob(path: Path, data: bytes) -> bool:
 
 
 _MAGIC = b"KORARR1\n"
+_ALIGN = 16  # each array starts at a multiple of this in the file (and in the read buffer)
 
 
 def read_arrays(path: Path) -> dict[str, np.ndarray] | None:
@@ -135,7 +136,8 @@ def read_arrays(path: Path) -> dict[str, np.ndarray] | None:
                 return None
             count = nbytes // kind.itemsize
             flat = np.frombuffer(data, kind, count=count, offset=base + offset)
-            arrays[str(name)] = flat.reshape(shape)
+            # an older file's arrays may sit at odd offsets: numpy walks those slowly
+            arrays[str(name)] = np.require(flat, requirements="A").reshape(shape)
         return arrays
     except (ValueError, TypeError, KeyError):
         return None
@@ -143,12 +145,13 @@ def read_arrays(path: Path) -> dict[str, np.ndarray] | None:
 
 def write_arrays(path: Path, arrays: Mapping[str, np.ndarray]) -> bool:
     """Write named arrays as one cache file (a JSON header, then the raw bytes of each
-    array), atomically; False when that fails."""
+    array, each at a multiple of _ALIGN bytes), atomically; False when that fails."""
     header, chunks, offset = [], [], 0
     for name, array in arrays.items():
         raw = np.ascontiguousarray(array).tobytes()
         header.append([name, np.asarray(array).dtype.str, list(np.shape(array)), offset, len(raw)])
-        chunks.append(raw)
-        offset += len(raw)
+        chunks.append(raw + bytes(-len(raw) % _ALIGN))
+        offset += len(chunks[-1])
     head = json.dumps(header).encode()
+    head += b" " * (-(len(_MAGIC) + 8 + len(head)) % _ALIGN)  # arrays start aligned
     return write_blob(path, b"".join([_MAGIC, len(head).to_bytes(8, "little"), head, *chunks]))

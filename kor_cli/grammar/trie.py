@@ -86,6 +86,7 @@ class TokenTrie:
         self.child_start = roots + np.searchsorted(
             self.parent[roots:], np.arange(self.num_nodes + 1)
         ).astype(np.int32)
+        self.child_count = np.diff(self.child_start)
         self.subtree = np.ones(self.num_nodes, dtype=np.int32)  # nodes under each, itself too
         for level in range(depth - 1, 0, -1):
             lo, hi = offsets[level], offsets[level + 1]
@@ -101,7 +102,8 @@ class TokenTrie:
         """Memory held by the trie's arrays."""
         arrays = (
             self.token_ids, self.token_node, self.node_by_id, self.node_token, self.parent,
-            self.byte, self.child_start, self.subtree, self.same_ids, self.same_as,
+            self.byte, self.child_start, self.child_count, self.subtree, self.same_ids,
+            self.same_as,
         )  # fmt: skip
         return sum(a.nbytes for a in arrays)
 
@@ -157,11 +159,12 @@ class TokenTrie:
         self, transitions: np.ndarray, nodes: np.ndarray, states: np.ndarray
     ) -> tuple[np.ndarray, np.ndarray]:
         """The live children of `nodes` (in `states`) and their states."""
-        lo, hi = self.child_start.take(nodes), self.child_start.take(nodes + 1)
-        kids = _expand(lo, hi)
-        index = np.repeat(states, hi - lo)
-        np.left_shift(index, 8, out=index)
-        np.bitwise_or(index, self.byte.take(kids), out=index)
+        counts = self.child_count.take(nodes)
+        ends = counts.cumsum()
+        kids = np.repeat(self.child_start.take(nodes) - ends + counts, counts)
+        kids += np.arange(len(kids), dtype=kids.dtype)
+        index = np.repeat(states << 8, counts)
+        index |= self.byte.take(kids)
         kid_states = transitions.take(index)
         alive = np.flatnonzero(kid_states)
         return kids.take(alive), kid_states.take(alive)
@@ -171,12 +174,15 @@ class TokenTrie:
     ) -> None:
         """Follow the live `nodes` (with `states`) down: whole levels while their subtrees
         are large, then depth first."""
+        reached = []
         while len(nodes):
-            self._mark(nodes, out)
-            if self.subtree.take(nodes).sum() <= _DEPTH_FIRST:
+            reached.append(nodes)
+            if len(nodes) <= _DEPTH_FIRST and self.subtree.take(nodes).sum() <= _DEPTH_FIRST:
                 self._depth_first(transitions, nodes.tolist(), states.tolist(), out)
-                return
+                break
             nodes, states = self._children(transitions, nodes, states)
+        if reached:
+            self._mark(np.concatenate(reached), out)
 
     def _depth_first(
         self, transitions: np.ndarray, nodes: list[int], states: list[int], out: np.ndarray
