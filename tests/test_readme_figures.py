@@ -173,3 +173,12 @@ def test_first_mask_figures_are_in_their_results_files() -> None:
         for group in groups:
             for figure in group.split(" / "):
                 assert quoted(figure, found), f"README says {figure} ({title}); not in {name}"
+
+
+def test_any_value_figures_are_in_its_results_file() -> None:
+    text = section("### Any value (`{}`): a recursive rule")
+    found = numbers(json.loads((RESULTS / "any_value.json").read_text()))
+    figures = re.findall(r"(\d+\.\d+)(?= ms| µs|×| /| vs)", text)
+    assert len(figures) >= 20, figures
+    for figure in figures:
+        assert quoted(figure, found), f"README says {figure}; not in any_value.json"
