@@ -5,6 +5,7 @@ products and with `bounded_any` it is the former bounded DFA."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -175,9 +176,11 @@ def test_masks_equal_the_reference(schema: Any) -> None:
 
 
 @pytest.mark.parametrize("schema", [{}, FREE[-1]], ids=json.dumps)
-def test_the_qwen_mask_allows_a_value_50_deep(schema: Any, tokenizer_info_factory, qwen_tokenizer):
+def test_the_qwen_mask_allows_a_value_50_deep(
+    schema: Any, tokenizer_info_factory, qwen_tokenizer, tmp_path: Path
+) -> None:
     info = tokenizer_info_factory("qwen")
-    compiled = compile_grammar(compile_json_schema(schema), info, cache_dir="")
+    compiled = compile_grammar(compile_json_schema(schema), info, cache_dir=tmp_path)
     matcher = GrammarMatcher(compiled)
     text = serialize(wrap(schema, nested(50, "deep")))
     ids = qwen_tokenizer(text, add_special_tokens=False).input_ids
