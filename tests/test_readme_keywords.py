@@ -71,7 +71,8 @@ DEFS = {
     "Node": {"type": "object", "properties": {"n": INT, "next": {"$ref": "#/$defs/Node"}}},
     "Item": {"$id": "https://example.com/item.json", "type": "integer", "minimum": 3},
 }
-NOT_KEYWORDS = {"max_recursion_depth"}  # an engine option the bullet mentions
+# engine options and a command the bullet mentions
+NOT_KEYWORDS = {"max_recursion_depth", "max_any_depth", "generate"}
 
 
 def readme_enforced() -> set[str]:
