@@ -3,6 +3,7 @@ masks built with it equal those built from the rules' token indexes."""
 
 from __future__ import annotations
 
+import itertools
 import json
 from pathlib import Path
 from unittest import mock
@@ -71,10 +72,12 @@ def rules_and_tokens(draw: st.DrawFn) -> tuple[RuleSet, list[bytes | None]]:
     count = draw(st.integers(1, 3))
 
     def node(depth: int) -> Node:
-        kinds = ["lit", "call", "seq", "alt", "opt", "rep"]
-        kind = draw(st.sampled_from(kinds if depth else kinds[:2]))
+        kinds = ["lit", "call", "body", "seq", "alt", "opt", "rep"]
+        kind = draw(st.sampled_from(kinds if depth else kinds[:3]))
         if kind == "lit":
             return literal(draw(pieces))
+        if kind == "body":  # a state reading many bytes, as a string body does
+            return repeat(alt(*(literal(bytes([c])) for c in ALPHABET if c != ord('"'))), 0, None)
         if kind == "call":
             return call(draw(st.integers(0, count - 1)))
         if kind == "seq":
@@ -88,13 +91,13 @@ def rules_and_tokens(draw: st.DrawFn) -> tuple[RuleSet, list[bytes | None]]:
     bodies = {k: alt(literal("x"), seq(literal(draw(pieces)), node(3))) for k in range(count)}
     rules = RuleSet(0, lambda k: compile_ast(bodies[k]))
     token = st.binary(min_size=1, max_size=6).map(lambda b: bytes(ALPHABET[x % 10] for x in b))
-    tokens = draw(st.lists(st.one_of(token, st.none()), min_size=1, max_size=80))
+    tokens = draw(st.lists(st.one_of(token, st.none()), min_size=10, max_size=200))
     return rules, tokens
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(rules_and_tokens(), st.integers(1, 400))
-def test_the_walk_splits_tokens_as_defined(drawn, budget: int) -> None:
+@given(rules_and_tokens(), st.integers(1, 400), st.integers(0, 3), st.booleans())
+def test_the_walk_splits_tokens_as_defined(drawn, budget: int, dense: int, arrays: bool) -> None:
     rules, token_bytes = drawn
     try:
         reached = rules.reachable_rules()
@@ -103,26 +106,77 @@ def test_the_walk_splits_tokens_as_defined(drawn, budget: int) -> None:
         raise
     info = TokenizerInfo(token_bytes)
     sorted_ = frame_walk.SortedTokens(info)
+    with mock.patch.object(frame_walk, "VECTOR_MIN", 0 if arrays else frame_walk.VECTOR_MIN):
+        check_splits(rules, reached, sorted_, budget, dense, arrays)
+
+
+def check_splits(
+    rules: RuleSet,
+    reached: list[int],
+    sorted_: frame_walk.SortedTokens,
+    budget: int,
+    dense: int,
+    arrays: bool,
+) -> None:
+    """Every state's walk (when it does not give up) splits the tokens as defined."""
     stacks = Stacks(rules)
     for rule_id in reached:
         table = stacks.table(rule_id)
         reads, follow = reads_and_follow(stacks, rule_id)
         lazy = [frame_walk.UNKNOWN if s in table.calls and f else f for s, f in enumerate(follow)]
         for state in range(1, len(table.table)):
+            crossing = np.asarray([[bool(f >> b & 1) for b in range(256)] for f in follow])
             split = frame_walk.walk_state(
-                sorted_, table.flat, reads, list(lazy), state, follow.__getitem__, budget
+                sorted_,
+                table.flat,
+                reads,
+                list(lazy),
+                state,
+                follow.__getitem__,
+                (table.table, crossing) if arrays else None,
+                budget,
+                dense,
             )
-            if split is None:  # over budget: the caller uses the token indexes
-                assert budget < 400 or len(reads[state]) > frame_walk.DENSE_BYTES
+            if split is None:  # over budget or dense: the caller uses the token indexes
+                assert budget < 400 or len(reads[state]) > dense
                 continue
             stays, candidates = brute_split(table, follow, state, sorted_.tokens)
             assert sorted(split.stays) == sorted(stays)
+            assert len(split.stays) == len(set(split.stays))
             found = {p for lo, hi in split.ranges for p in range(lo, hi)} | set(split.singles)
             assert found - stays == candidates
-            got_stays, got_candidates = frame_walk.split_words(sorted_, split, 4)
+            check_crossing_candidates(sorted_, table, follow, state, candidates)
+            words = int(sorted_.ids.max(initial=0)) // 32 + 1
+            got_stays, got_candidates = frame_walk.split_words(sorted_, split, words)
             ids = sorted_.ids
             assert set(np.flatnonzero(unpack(got_stays))) == {int(ids[p]) for p in stays}
             assert set(np.flatnonzero(unpack(got_candidates))) == {int(ids[p]) for p in candidates}
+
+
+def check_crossing_candidates(
+    sorted_: frame_walk.SortedTokens,
+    table: RuleTable,
+    follow: list[int],
+    state: int,
+    candidates: set[int],
+) -> None:
+    """The dense states' way to the candidates finds the same ones (or gives up)."""
+    crossing = np.asarray(
+        [[bool(bits >> byte & 1) for byte in range(256)] for bits in follow], dtype=bool
+    )
+    reached, todo = {state}, [state]
+    while todo:
+        nexts = set(table.table[todo].ravel().tolist()) - reached - {0}
+        reached |= nexts
+        todo = list(nexts)
+    entries = sorted({b for s in reached for b in range(256) if follow[int(table.table[s, b])]})
+    ids = frame_walk.crossing_candidates(sorted_, table.table, crossing, state, entries)
+    assert ids is not None
+    assert set(ids.tolist()) == {int(sorted_.ids[p]) for p in candidates}
+    assert (
+        frame_walk.crossing_candidates(sorted_, table.table, crossing, state, entries, limit=-1)
+        is None
+    )
 
 
 def unpack(words: np.ndarray) -> np.ndarray:
@@ -144,10 +198,14 @@ def test_dense_states_and_long_walks_are_left_to_the_token_indexes() -> None:
 
 
 def frames_both_ways(rules: RuleSet, info: TokenizerInfo) -> int:
-    """Build every frame mask of every reached rule with the walk and with the token
-    indexes only; assert they are equal; return how many frames."""
+    """Build every frame mask of every reached rule with the walk (and the dense states'
+    candidates walked as one array) and with the token indexes only; assert they are
+    equal; return how many frames."""
     walked = FrameMasks(Stacks(rules), info)
-    with mock.patch("kor_cli.grammar.frame_masks.walk_state", return_value=None):
+    with (
+        mock.patch("kor_cli.grammar.frame_masks.walk_state", return_value=None),
+        mock.patch("kor_cli.grammar.frame_masks.crossing_candidates", return_value=None),
+    ):
         indexed = FrameMasks(Stacks(rules), info)
         frames = 0
         for rule_id in rules.reachable_rules():
@@ -208,3 +266,17 @@ def test_rules_of_one_subschema_share_their_frames(tokenizer_info_factory) -> No
             assert np.array_equal(got.stays, want.stays)
             assert got.ends == want.ends and got.escapes == want.escapes
     assert len({id(frame) for frame in frames.values()}) < len(frames)
+
+
+@pytest.mark.parametrize("dense", [0, 2, 8])
+def test_dense_states_inside_a_walk_are_walked_as_one_array(dense: int) -> None:
+    body = repeat(alt(*(literal(bytes([c])) for c in b"1ax[]{},")), 0, None)
+    bodies = {
+        0: seq(literal("["), opt(repeat(call(1), 1, None, literal(","))), literal("]")),
+        1: alt(seq(literal('"'), body, literal('"')), seq(literal("{"), call(0), literal("}"))),
+    }
+    rules = RuleSet(0, lambda k: compile_ast(bodies[k]))
+    tokens = [bytes(p) for n in (1, 2, 3) for p in itertools.product(ALPHABET, repeat=n)]
+    sorted_ = frame_walk.SortedTokens(TokenizerInfo(tokens))
+    with mock.patch.object(frame_walk, "VECTOR_MIN", 0):
+        check_splits(rules, rules.reachable_rules(), sorted_, 10**6, dense, True)

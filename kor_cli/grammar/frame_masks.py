@@ -48,7 +48,7 @@ import weakref
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -56,6 +56,7 @@ from kor_cli.grammar.frame_cache import frames_path, read_frames, write_frames
 from kor_cli.grammar.frame_walk import (
     ANY,
     UNKNOWN,
+    crossing_candidates,
     sorted_tokens,
     split_words,
     walk_state,
@@ -72,8 +73,7 @@ from kor_cli.grammar.stacks import (
 from kor_cli.grammar.vocab import TokenizerInfo
 
 
-@dataclass(frozen=True)
-class Escape:
+class Escape(NamedTuple):
     """The escaping tokens that leave `suffix` for the caller to read."""
 
     suffix: bytes
@@ -130,7 +130,36 @@ class _Walker:
         for state in table.calls:
             if not table.accepting[state]:
                 self.follow[state] = UNKNOWN  # found when a walk gets there (`resolve`)
-        self._stacks, self._rule_id = stacks, rule_id
+        self._stacks, self._rule_id, self._table = stacks, rule_id, table
+        self._crossing: np.ndarray | None = None
+
+    def crossing_table(self) -> np.ndarray:
+        """Bool [states, 256]: byte b may be read next at crossing state s (a call state
+        not resolved yet: any byte, which only adds candidates)."""
+        if self._crossing is None:
+            rows = np.zeros((len(self.follow), 256), dtype=bool)
+            for state, bits in enumerate(self.follow):
+                if bits == UNKNOWN:
+                    bits = ANY
+                if bits:
+                    raw = np.frombuffer(bits.to_bytes(32, "little"), dtype=np.uint8)
+                    rows[state] = np.unpackbits(raw, bitorder="little").astype(bool)
+            self._crossing = rows
+        return self._crossing
+
+    def entries(self, state: int) -> list[int]:
+        """The bytes into a crossing state from the states `state` reaches by bytes."""
+        table = self._table.table
+        seen = np.zeros(len(table), dtype=bool)
+        seen[state] = True
+        todo = [state]
+        while todo:
+            rows = np.unique(table[todo])
+            todo = [int(s) for s in rows[~seen[rows]] if s]
+            seen[todo] = True
+        crossing = np.asarray(self.follow, dtype=object) != 0
+        into = crossing[table[seen]]
+        return np.flatnonzero(into.any(axis=0)).tolist()
 
     def resolve(self, state: int) -> int:
         """The bytes that can follow at call state `state` (its callees' first bytes and
@@ -287,7 +316,13 @@ class FrameMasks:
         if walker is None:
             walker = self._walkers[rule_id] = _Walker(self.stacks, rule_id, table)
         split = walk_state(
-            self._sorted, table.flat, walker.reads, walker.follow, at, walker.resolve
+            self._sorted,
+            table.flat,
+            walker.reads,
+            walker.follow,
+            at,
+            walker.resolve,
+            (table.table, walker.crossing_table()),
         )
         if split is not None:
             by_bytes, crossing = split_words(self._sorted, split, self.words)
@@ -296,6 +331,11 @@ class FrameMasks:
         by_bytes = indexes.by_bytes.packed(at)
         if indexes.crossing is None:
             return by_bytes, None
+        ids = crossing_candidates(
+            self._sorted, table.table, walker.crossing_table(), at, walker.entries(at)
+        )
+        if ids is not None:
+            return by_bytes, _words(ids, self.words) & ~by_bytes
         return by_bytes, indexes.crossing.packed(indexes.size + at) & ~by_bytes
 
     def _rule_indexes(self, rule_id: int, table: RuleTable) -> _RuleIndexes:
@@ -417,6 +457,13 @@ def _by_bytes(table: RuleTable, state: int, data: bytes) -> tuple[int, int] | No
         if not state:
             return (ESCAPES, offsets) if offsets else (0, 0)
     return None
+
+
+def _words(ids: np.ndarray, words: int) -> np.ndarray:
+    """Packed words with the bits of token `ids` set."""
+    out = np.zeros(words, dtype="<u4")
+    _set(out, ids)
+    return out
 
 
 def _set(words: np.ndarray, ids: np.ndarray) -> None:

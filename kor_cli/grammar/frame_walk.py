@@ -21,7 +21,10 @@ next byte cannot be read there is dead on every stack, so it is no candidate.
 The walk costs the bisections it makes, so a state that reads many bytes (string bodies,
 free text) is left to `TokenIndex` (its string-body fast paths beat any walk there): a
 start state reading more than `DENSE_BYTES` bytes, or a walk past its `budget` of steps,
-returns None.
+returns None. Such a state's candidates come from `crossing_candidates`: a candidate must
+hold a byte that enters a crossing state (a string body: its closing quote) before its last
+byte, and few tokens do (Qwen: 1,178 of 151,643 hold a quote), so only they are walked, as
+one array.
 """
 
 from __future__ import annotations
@@ -38,6 +41,9 @@ DENSE_BYTES = 40  # a start state reading more bytes is left to TokenIndex
 ANY = (1 << 256) - 1  # `follow` of a state where the frame can end: any byte
 UNKNOWN = -1  # `follow` not found yet (`resolve` finds it; as bits, every byte)
 BUDGET = 1500  # bisections and token bytes walked before giving up (about 1 ms)
+VECTOR_MIN = 24  # fewer tokens under a dense state are walked one by one
+VECTOR_MAX = 1024  # more: the walk gives up (the caller uses TokenIndex)
+CANDIDATE_LIMIT = 20_000  # tokens walked at once for a dense state's candidates
 _ONE = [bytes((b,)) for b in range(256)]
 
 
@@ -50,6 +56,23 @@ class SortedTokens:
         tokens = trie.tokens
         self.tokens: list[bytes] = tokens if isinstance(tokens, list) else _as_list(tokens)
         self.ids: np.ndarray = np.asarray(trie.token_ids, dtype=np.int64)
+        self._holding: dict[int, np.ndarray] = {}
+        self._buffer: tuple[np.ndarray, np.ndarray] | None = None
+
+    def holding(self, byte: int) -> np.ndarray:
+        """The positions (ascending) of the tokens that hold `byte` before their last
+        byte (found once per byte, by one scan of all token bytes)."""
+        found = self._holding.get(byte)
+        if found is None:
+            if self._buffer is None:
+                lengths = np.fromiter(map(len, self.tokens), np.int64, count=len(self.tokens))
+                joined = np.frombuffer(b"".join(self.tokens), dtype=np.uint8)
+                self._buffer = joined, np.cumsum(lengths)
+            joined, ends = self._buffer
+            at = np.flatnonzero(joined == byte)
+            owner = np.searchsorted(ends, at, side="right")
+            found = self._holding[byte] = np.unique(owner[at + 1 < ends[owner]])
+        return found
 
 
 _SORTED: dict[str, SortedTokens] = {}
@@ -94,15 +117,20 @@ def walk_state(
     follow: Sequence[int],
     state: int,
     resolve: Callable[[int], int] | None = None,
+    arrays: tuple[np.ndarray, np.ndarray] | None = None,
     budget: int = BUDGET,
+    dense: int = DENSE_BYTES,
 ) -> Split | None:
     """Split the tokens from `state` of a rule: `flat[s << 8 | b]` is the rule's pruned
     table (0: dead), `reads[s]` the bytes state s reads (ascending), `follow[s]` 0 where s
     neither calls nor accepts, else the bytes that can be read next there as a 256-bit int
     (ANY where the frame can end; UNKNOWN: `resolve(s)` finds it, else ANY is assumed).
-    None when the start state reads more than DENSE_BYTES bytes or the walk runs past
-    `budget` steps (the caller uses `TokenIndex`)."""
-    if len(reads[state]) > DENSE_BYTES:
+    None when the start state reads more than `dense` bytes or the walk runs past `budget`
+    steps (the caller uses `TokenIndex`). `arrays` (optional): the table as int32
+    [states, 256] and `follow` as bool [states, 256] (may hold more bits): with them, the
+    tokens under a prefix that leads to a state reading more than `dense` bytes (an escape
+    inside a string, then its body) are walked as one array."""
+    if len(reads[state]) > dense:
         return None
     tokens = sorted_.tokens
     out = Split()
@@ -124,14 +152,27 @@ def walk_state(
             elif bits:
                 budget -= _ranges_after(tokens, lo, hi, depth, bits, out.ranges)
         nexts = reads[at]
+        if depth and arrays is not None and len(nexts) > dense and hi - lo > VECTOR_MIN:
+            if hi - lo > VECTOR_MAX:  # an opening quote: TokenIndex's quote path is faster
+                return None
+            stay, crossed = _walk_range(tokens, lo, hi, depth, at, *arrays)
+            stays += stay
+            singles += crossed
+            budget -= (hi - lo) >> 4
+            if budget < 0:
+                return None
+            continue
         if hi - lo <= 2 * len(nexts):  # few tokens: walk each
             for position in range(lo, hi):
                 data = tokens[position]
                 now, crossed = at, False
                 for offset in range(depth, len(data)):
                     byte = data[offset]
-                    if offset and follow[now] >> byte & 1:
-                        crossed = True
+                    if offset and follow[now]:
+                        bits = follow[now]
+                        if bits == UNKNOWN and resolve is not None:
+                            bits = resolve(now)
+                        crossed |= bool(bits >> byte & 1)
                     now = flat[now << 8 | byte]
                     if not now:
                         break
@@ -158,6 +199,63 @@ def walk_state(
     return out
 
 
+def _walk_range(
+    tokens: list[bytes],
+    lo: int,
+    hi: int,
+    depth: int,
+    state: int,
+    table: np.ndarray,
+    crossing: np.ndarray,
+) -> tuple[list[int], list[int]]:
+    """The tokens lo..hi (sharing a prefix of length `depth` that leads to `state`, none of
+    that length) read by bytes, and those that meet a crossing state then die, walked as
+    one array."""
+    lengths, padded = _padded([tokens[p][depth:] for p in range(lo, hi)])
+    now, crossed = _walk_padded(lengths, padded, state, table, crossing, True)
+    positions = np.arange(lo, hi)
+    return positions[now != 0].tolist(), positions[crossed & (now == 0)].tolist()
+
+
+def _padded(chosen: list[bytes]) -> tuple[np.ndarray, np.ndarray]:
+    """The lengths of byte strings and the strings as a zero-padded uint8 matrix."""
+    lengths = np.fromiter(map(len, chosen), np.int64, count=len(chosen))
+    flat = np.frombuffer(b"".join(chosen), dtype=np.uint8)
+    padded = np.zeros((len(chosen), int(lengths.max(initial=0))), dtype=np.uint8)
+    rows = np.repeat(np.arange(len(chosen)), lengths)
+    padded[rows, np.arange(len(flat)) - np.repeat(np.cumsum(lengths) - lengths, lengths)] = flat
+    return lengths, padded
+
+
+def _walk_padded(
+    lengths: np.ndarray,
+    padded: np.ndarray,
+    state: int,
+    table: np.ndarray,
+    crossing: np.ndarray,
+    started: bool,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Each row's state after its bytes from `state` (0: died), and whether it met a
+    crossing state that can read its next byte (from the first byte on when `started`,
+    else from the second). Rows that died or ended are dropped every few bytes, so a long
+    token costs only its own steps."""
+    now = np.full(len(lengths), state, dtype=np.int64)
+    crossed = np.zeros(len(lengths), dtype=bool)
+    rows = np.arange(len(lengths))
+    for offset in range(padded.shape[1]):
+        if offset % 4 == 0 and offset:
+            rows = rows[(lengths.take(rows) > offset) & (now.take(rows) != 0)]
+            if not len(rows):
+                break
+        byte = padded[rows, offset]
+        reading = lengths.take(rows) > offset
+        at = now.take(rows)
+        if offset or started:
+            crossed[rows] |= reading & crossing[at, byte]
+        now[rows] = np.where(reading, table[at, byte], at)
+    return now, crossed
+
+
 def _ranges_after(
     tokens: list[bytes], lo: int, hi: int, depth: int, bits: int, out: list[tuple[int, int]]
 ) -> int:
@@ -177,6 +275,30 @@ def _ranges_after(
             out.append((first, last))
         lo = last
     return made
+
+
+def crossing_candidates(
+    sorted_: SortedTokens,
+    table: np.ndarray,
+    crossing: np.ndarray,
+    state: int,
+    entries: Sequence[int],
+    limit: int = CANDIDATE_LIMIT,
+) -> np.ndarray | None:
+    """The candidates from `state` of a rule that reads many bytes (a string body): token
+    ids whose byte path meets, after a byte, a crossing state that can read the next byte
+    (`crossing[s, b]`), and dies by bytes later. Only tokens holding one of `entries` (the
+    bytes into a crossing state from the states `state` reaches) before their last byte
+    can, so only those are walked, all at once. None when more than `limit` do."""
+    parts = [sorted_.holding(byte) for byte in entries]
+    positions = np.unique(np.concatenate(parts)) if parts else np.zeros(0, np.int64)
+    if len(positions) > limit:
+        return None
+    if not len(positions):
+        return positions
+    lengths, padded = _padded([sorted_.tokens[p] for p in positions.tolist()])
+    now, crossed = _walk_padded(lengths, padded, state, table, crossing, False)
+    return sorted_.ids[positions[crossed & (now == 0)]]
 
 
 def split_words(sorted_: SortedTokens, split: Split, words: int) -> tuple[np.ndarray, np.ndarray]:
