@@ -24,7 +24,7 @@ import numpy as np
 # Above this share of all nodes under live two-byte prefixes, walk whole levels instead.
 _DENSE_SHARE = 0.25
 _DEAD_CHECK = 4  # a dense walk looks for an all-dead level every this many levels
-_DEPTH_FIRST = 256  # at most this many nodes under the frontier: walk them depth first
+_DEPTH_FIRST = 64  # at most this many nodes under the frontier: walk them depth first
 _WIDE = 24  # a node with more children steps them as one array in a depth-first walk
 
 
