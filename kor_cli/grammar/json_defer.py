@@ -70,6 +70,10 @@ class DeferPolicy:
             size += count
         return size >= DEFER_SIZE
 
+    def safe(self, schema: Any) -> bool:
+        """Whether no keyword of `schema`'s subtree can be refused."""
+        return self._scan(schema)[0]
+
     def _scan(self, schema: Any) -> tuple[bool, int]:
         if isinstance(schema, bool):
             return True, 0

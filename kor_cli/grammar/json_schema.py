@@ -60,6 +60,7 @@ from kor_cli.grammar.ast import (
 from kor_cli.grammar.fsm import ByteDFA, compile_ast
 from kor_cli.grammar.json_defer import DeferPolicy
 from kor_cli.grammar.json_disjoint import complement_types, one_of
+from kor_cli.grammar.json_factor import OneOfFactor
 from kor_cli.grammar.json_formats import FORMATS
 from kor_cli.grammar.json_keywords import ANNOTATIONS, Collector, Facts, Part
 from kor_cli.grammar.json_location import Location, LocationSpace, reorder
@@ -144,6 +145,7 @@ class SchemaCompiler:
         self.max_recursion_depth = max_recursion_depth
         self.rules = RuleBook(max_states)
         self.defer = DeferPolicy(self.resolver)
+        self.factor = OneOfFactor(lambda s: self.resolver.draft_for(s).applied(s), self.defer.safe)
         self.memo = ConjMemo(self)
         self.exact = 0  # > 0 while building what a product (DFA operation) will take
         self._any: dict[tuple[int, int, bool], Node] = {}
@@ -268,6 +270,8 @@ class SchemaCompiler:
         if kind == "not" and (types := complement_types(value)) is not None:
             return branch(Part({"type": types}, holder.at("not"), parent=owner, synthetic=True))
         if kind == "oneOf":
+            if (factored := self.factor.factored(value)) is not None:  # one member's product
+                return branch(Part(factored, holder.at(kind), parent=owner))
             return one_of(self, [sub(s, kind, k) for k, s in enumerate(value)], branch, loc, pos)
         if not pos:  # over-approximate: subtract only what certainly fails
             if kind == "not":

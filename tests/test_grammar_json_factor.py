@@ -1,0 +1,113 @@
+"""`oneOf` over options on one member, factored into that member (`json_factor`).
+
+Hypothesis builds such `oneOf`s (a member's schema per option, required or not, beside
+other members, closed or open) and checks that the grammar accepts exactly the instances
+of a pool that jsonschema finds valid (open objects, as the specification), and that with
+kor's closed objects it accepts the same pool instances as the distributed `oneOf` did.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from test_grammar_disjoint import POOL, assert_exact
+
+from kor_cli.errors import GrammarError
+from kor_cli.grammar import compile as compile_module
+from kor_cli.grammar.compile import GrammarOptions, compile_json_schema, serialize
+from kor_cli.grammar.json_factor import OneOfFactor, one_key
+from kor_cli.grammar.json_location import LocationSpace, reorder
+from kor_cli.grammar.json_refs import Resolver
+
+VALUES = st.sampled_from([
+    {"type": "integer"}, {"type": "string"}, {}, True, False, {"const": 1},
+    {"enum": ["a", None]}, {"type": ["integer", "string"]}, {"not": {"type": "string"}},
+    {"type": "array", "items": {"type": "integer"}}, {"oneOf": [{"type": "integer"}, {}]},
+])  # fmt: skip
+
+
+@st.composite
+def options(draw: st.DrawFn) -> list[dict[str, Any]]:
+    """2-4 options, each `properties: {x: S}`, maybe `required: [x]` and a title."""
+    out = []
+    for _ in range(draw(st.integers(2, 4))):
+        option: dict[str, Any] = {"properties": {"x": draw(VALUES)}}
+        if draw(st.booleans()):
+            option["required"] = ["x"]
+        if draw(st.booleans()):
+            option["title"] = "an option"
+        out.append(option)
+    return out
+
+
+BASES = st.sampled_from([
+    {}, {"type": "object"}, {"properties": {"kind": {"type": "string"}}},
+    {"properties": {"x": {"type": ["integer", "string", "null"]}, "kind": {}},
+     "additionalProperties": False},
+    {"additionalProperties": {"type": "string"}},
+])  # fmt: skip
+
+
+def _accepted(schema: Any, open_objects: bool) -> list[bool]:
+    try:
+        grammar = compile_json_schema(schema, GrammarOptions(open_objects=open_objects))
+    except GrammarError as error:
+        assert "nothing is left" in error.message or "matches no" in error.message
+        return [False] * len(POOL)
+    loc = LocationSpace(Resolver(schema)).at([schema])
+    return [grammar.accepts(serialize(reorder(i, loc)).encode()) for i in POOL]
+
+
+@given(options(), BASES)
+@settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+def test_factored_one_of_is_exact(opts: list[Any], base: dict[str, Any]) -> None:
+    assert one_key(opts, list, lambda s: True) is not None
+    assert_exact({**base, "oneOf": opts})
+
+
+@given(options(), BASES)
+@settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
+def test_factored_one_of_keeps_the_closed_language(opts: list[Any], base: dict[str, Any]) -> None:
+    schema = {**base, "oneOf": opts}
+    factored = _accepted(schema, open_objects=False)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(OneOfFactor, "factored", lambda self, value: None)
+        patch.setattr(compile_module, "_cache", OrderedDict())  # no grammar from above
+        distributed = _accepted(schema, open_objects=False)
+    assert factored == distributed, schema
+
+
+def test_hatch_like_root_is_one_member_product() -> None:
+    version = [{"properties": {"version": False}}] + [
+        {"required": ["version"], "properties": {"version": {
+            "type": "object", "required": ["source"],
+            "properties": {"source": {"const": s}, "path": {"type": "string"}}}}}
+        for s in ("code", "regex")
+    ]  # fmt: skip
+    made = one_key(version, list, lambda s: True)
+    assert made == {"type": "object", "properties": {"version": {"oneOf": [
+        False, version[1]["properties"]["version"], version[2]["properties"]["version"]]}}}
+    assert one_key(version[1:], list, lambda s: True)["required"] == ["version"]  # type: ignore[index]
+
+
+@pytest.mark.parametrize(
+    "opts",
+    [
+        [{"properties": {"a": {}}}, {"properties": {"b": {}}}],  # two members
+        [{"properties": {"a": {}}}, {"properties": {"a": {}}, "type": "object"}],  # a keyword
+        [{"properties": {"a": {}}}, {"required": ["a"]}],  # an option without properties
+        [{"properties": {"a": {}}}],  # one option
+        [{"properties": {"a": {}}}, True],
+    ],
+)
+def test_other_one_ofs_are_not_factored(opts: list[Any]) -> None:
+    assert one_key(opts, list, lambda s: True) is None
+
+
+def test_a_member_schema_that_may_be_refused_is_not_factored() -> None:
+    opts = [{"properties": {"a": {"uniqueItems": True}}}, {"properties": {"a": {}}}]
+    assert one_key(opts, list, lambda s: s == {}) is None
