@@ -16,9 +16,13 @@ from hypothesis import strategies as st
 from test_grammar_json_schema import random_text
 
 from kor_cli.errors import GrammarError
+from kor_cli.grammar.ast import Automaton, difference
 from kor_cli.grammar.compile import compile_json_schema
-from kor_cli.grammar.fsm import ByteDFA
-from kor_cli.grammar.regex import parse
+from kor_cli.grammar.fsm import ByteDFA, compile_ast
+from kor_cli.grammar.json_formats import FORMATS
+from kor_cli.grammar.json_schema import STRICT
+from kor_cli.grammar.json_values import quoted
+from kor_cli.grammar.regex import fullmatch, parse
 from kor_cli.schema.formats import is_valid_format
 
 SCHEMA = {"type": "string", "format": "regex"}
@@ -88,3 +92,33 @@ def test_invalid_and_unsupported_patterns_are_rejected(pattern: str) -> None:
 def test_validation_rejects_what_python_cannot_compile(pattern: str) -> None:
     assert not is_valid_format("regex", pattern)
     assert is_valid_format("regex", "(?P<n>a)")  # valid Python: validation is wider
+
+
+def test_rules_form_is_the_flat_language() -> None:
+    """The string's rules (class, counted quantifier, groups: `json_format_rules`) inlined
+    give exactly the flat `FORMATS["regex"]` DFA, nesting bound included."""
+    grammar = compile_json_schema(SCHEMA)
+    assert grammar.has_calls  # the small-rules form, not one DFA
+    flat = compile_ast(quoted(fullmatch(FORMATS["regex"], STRICT)), 400_000)
+    view = Automaton(grammar.dfa)
+    for a, b in ((view, Automaton(flat)), (Automaton(flat), view)):
+        assert compile_ast(difference(a, b), 400_000).is_empty()
+
+
+@pytest.mark.parametrize("pattern", COMMON + INVALID + ["(((a)))", "((((a))))", "[a-c]{2,3}?"])
+def test_pushdown_walk_agrees_with_the_flat_dfa(pattern: str) -> None:
+    text = json.dumps(pattern, ensure_ascii=False).encode()
+    flat = compile_json_schema({"type": "string", "format": "regex", "minLength": 0}).dfa
+    assert compile_json_schema(SCHEMA).accepts(text) == flat.accepts(text)
+
+
+def test_format_under_a_product_or_with_other_constraints_stays_one_dfa() -> None:
+    for schema in (
+        {"type": "string", "format": "regex", "maxLength": 6},
+        {"not": {"type": "string", "format": "regex"}},
+        {"oneOf": [{"type": "string", "format": "regex"}, {"type": "string", "maxLength": 2}]},
+    ):
+        grammar = compile_json_schema(schema)
+        assert not grammar.has_calls, schema
+    grammar = compile_json_schema({"type": "string", "format": "regex", "maxLength": 5})
+    assert grammar.accepts(b'"(a|b)"') and not grammar.accepts(b'"(a|bc)"')

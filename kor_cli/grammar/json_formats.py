@@ -73,17 +73,25 @@ def _bounds() -> str:
     return "(?:" + "|".join(forms) + ")"
 
 
-def _regex_format(depth: int = 3) -> str:
+def _class() -> str:
+    """A character class: `[`, maybe `^`, ranges within a-z/A-Z/0-9, escapes, `]`."""
     ranges = "|".join(
         f"{chr(c)}-[{chr(c)}-{last}]" for first, last in ("az", "AZ", "09")
         for c in range(ord(first), ord(last) + 1)
     )
     item = rf"(?:{ranges}|\\[{_META}/\-dDwWsS]|[^\x00-\x1f\x7f\]\\\[\-&~|^])"
-    atom = (
-        rf"(?:[^\x00-\x1f\x7f{_META}]|\\[{_META}/dDwWsS]|\."
-        rf"|\[\^?(?:-?{item}+-?|-)\])"
-    )
-    quantifier = rf"(?:(?:[*+?]|\{{(?:{_NUM},?|{_bounds()})\}})\??)?"
+    return rf"\[\^?(?:-?{item}+-?|-)\]"
+
+
+REGEX_CLASS = _class()
+REGEX_BRACES = rf"\{{(?:{_NUM},?|{_bounds()})\}}"  # a counted quantifier
+REGEX_CHAR = rf"(?:[^\x00-\x1f\x7f{_META}]|\\[{_META}/dDwWsS]|\.)"  # an atom but a class
+REGEX_DEPTH = 3  # groups nest this deep
+
+
+def _regex_format(depth: int = REGEX_DEPTH) -> str:
+    atom = rf"(?:{REGEX_CHAR}|{REGEX_CLASS})"
+    quantifier = rf"(?:(?:[*+?]|{REGEX_BRACES})\??)?"
     alternatives = ""  # unused at level 0
     for level in range(depth + 1):
         group = rf"|\((?:\?:)?{alternatives}\)" if level else ""

@@ -101,6 +101,7 @@ class RuleBook:
         self.checked: dict[int, int] = {}  # uniqueItems array rule -> item rule (`unique_check`)
         self._views: dict[int, Node] = {}  # what the DFA view inlines for a checked array
         self._named: dict[Any, int] = {}  # `recursive` rules by their key
+        self._fixed: dict[str, int] = {}  # rules of fixed grammars (`fixed`), by name
 
     def conj(self, parts: list[Part], loc: Location, build: Callable[[], Node]) -> Node:
         """`build()`, or a call to the rule of this conjunction if it recurses."""
@@ -187,17 +188,26 @@ class RuleBook:
         self._views[rule] = view
         return Call(rule)
 
+    def fixed(self, name: str, build: Callable[[], Node]) -> Node:
+        """A call to the rule `name` whose body is `build()` (built once per compile; for
+        fixed sub-grammars such as `json_format_rules`', never recursive)."""
+        rule = self._fixed.get(name)
+        if rule is None:
+            rule = self._fixed[name] = self._new(name)
+            self.bodies[rule] = build()
+        return Call(rule)
+
     @property
     def has_calls(self) -> bool:
-        """True once a conjunction recursed, a value was split off or deferred, or an array
-        is checked (more than one rule)."""
-        return bool(self.cyclic or self._split or self._thunks or self.checked)
+        """True once a conjunction recursed, a value was split off or deferred, an array
+        is checked or a fixed rule used (more than one rule)."""
+        return bool(self.cyclic or self._split or self._thunks or self.checked or self._fixed)
 
     @property
     def only_any_values(self) -> bool:
         """True when the only rules besides the start are "any value" rules (`recursive`)."""
         return self.cyclic == set(self._named.values()) and not (
-            self._split or self._thunks or self.checked
+            self._split or self._thunks or self.checked or self._fixed
         )
 
     def finish(self, root: Node) -> bool:

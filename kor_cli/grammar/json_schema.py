@@ -61,6 +61,7 @@ from kor_cli.grammar.fsm import ByteDFA, compile_ast
 from kor_cli.grammar.json_defer import DeferPolicy
 from kor_cli.grammar.json_disjoint import complement_types, one_of
 from kor_cli.grammar.json_factor import OneOfFactor
+from kor_cli.grammar.json_format_rules import only_regex_format, regex_format
 from kor_cli.grammar.json_formats import FORMATS
 from kor_cli.grammar.json_keywords import ANNOTATIONS, Collector, Facts, Part
 from kor_cli.grammar.json_location import Location, LocationSpace, reorder
@@ -385,6 +386,8 @@ class SchemaCompiler:
         return found
 
     def string(self, facts: Facts, pos: bool) -> Node:
+        if pos and not self.exact and only_regex_format(facts):  # small rules, not one DFA
+            return quoted(regex_format(self.rules.fixed, STRICT))
         base = string_node(facts.min_length, facts.max_length)
         constraints = [
             quoted(node)
