@@ -51,7 +51,12 @@ from kor_cli.grammar.json_keywords import ArrayPart, Facts, Part
 from kor_cli.grammar.json_location import Location
 from kor_cli.grammar.json_numbers import any_number
 from kor_cli.grammar.json_rules import Call
-from kor_cli.grammar.json_unique import MAX_VALUES, distinct_sequence, finite_texts
+from kor_cli.grammar.json_unique import (
+    MAX_VALUES,
+    deferred_unique,
+    distinct_sequence,
+    finite_texts,
+)
 from kor_cli.grammar.json_values import BOOLEAN, NULL, string_node
 from kor_cli.grammar.unique_items import item_language
 
@@ -139,6 +144,9 @@ def _array(c: SchemaCompiler, facts: Facts, loc: Location, pos: bool) -> Node:
         width = min(width, hi)
     item_loc = loc.item()
     tail_parts = [a.items for a in parts if isinstance(a.items, Part)]
+    if pos and facts.unique and not c.exact and not width:  # large items: built when reached
+        if (lazy := deferred_unique(c, tail_parts, item_loc, lo, hi, facts.unique[0])) is not None:
+            return lazy
     with c.exactly() if pos and facts.unique else nullcontext():  # items: one DFA each
         if not parts:
             tail = c.any_value(item_loc, c.max_any_depth - 1) if pos else c.loose()
@@ -176,7 +184,7 @@ def _unique(
         )
         c.fail("uniqueItems", pointer, message)
         return node
-    if not item_language(settled.dfa).at_least(lo):
+    if lo > 1 and not item_language(settled.dfa).at_least(lo):  # an item exists: lo <= 1 holds
         return NOTHING  # fewer distinct values than minItems
 
     def array(call: Node) -> Node:
@@ -185,7 +193,7 @@ def _unique(
     # the DFA view (for DFA-only consumers) under-approximates: at most one item
     view = seq(OPEN_BRACKET, repeat(settled, lo, 1), CLOSE_BRACKET)
     name = pointer if "#" in pointer else "#" + pointer
-    return c.rules.checked_array(settled, array, view if lo <= 1 else NOTHING, name)
+    return c.rules.checked_array(settled, array, lambda _: view if lo <= 1 else NOTHING, name)
 
 
 def _containing(

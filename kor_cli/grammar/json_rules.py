@@ -99,7 +99,7 @@ class RuleBook:
         self._pending: dict[int, Callable[[], Node]] = {}  # deferred rule -> its builder
         self.forced = 0  # deferred bodies built so far
         self.checked: dict[int, int] = {}  # uniqueItems array rule -> item rule (`unique_check`)
-        self._views: dict[int, Node] = {}  # what the DFA view inlines for a checked array
+        self._views: dict[int, Callable[[Node], Node]] = {}  # checked array's DFA view
         self._named: dict[Any, int] = {}  # `recursive` rules by their key
         self._fixed: dict[str, int] = {}  # rules of fixed grammars (`fixed`), by name
 
@@ -176,12 +176,21 @@ class RuleBook:
         return Call(rule)
 
     def checked_array(
-        self, item: Node, array: Callable[[Node], Node], view: Node, name: str
+        self,
+        item: Node | Callable[[], Node],
+        array: Callable[[Node], Node],
+        view: Callable[[Node], Node],
+        name: str,
     ) -> Node:
         """A call to a `uniqueItems` array rule, `array(call to the item rule)`, checked at
-        run time; `view` (call-free, an under-approximation) stands for it in the DFA view."""
+        run time; the item rule's body is `item` (call-free), or `item()` built when first
+        needed; `view(item body)` (call-free, an under-approximation) stands for the array
+        in the DFA view."""
         item_rule = self._new(name + "/items")
-        self.bodies[item_rule] = item
+        if callable(item):
+            self._pending[item_rule] = item
+        else:
+            self.bodies[item_rule] = item
         rule = self._new(name)
         self.bodies[rule] = array(Call(item_rule))
         self.checked[rule] = item_rule
@@ -352,8 +361,8 @@ class RuleBook:
             def leaf(c: Call) -> Node:
                 if c.view is not None:
                     return c.view()
-                if c.rule in self._views:
-                    return self._views[c.rule]
+                if c.rule in self._views:  # from its item rule's body
+                    return self._views[c.rule](self.body(self.checked[c.rule]))
                 below = left - 1 if c.rule in cyclic else left
                 if below < 0 or not self.productive(c.rule):
                     return NOTHING

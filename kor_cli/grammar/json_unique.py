@@ -15,11 +15,20 @@ many values; XGrammar ignores it.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
+from kor_cli.grammar.ast import Node, literal, repeat, seq
 from kor_cli.grammar.fsm import ByteDFA, minimal
 
+if TYPE_CHECKING:
+    from kor_cli.grammar.json_keywords import Part
+    from kor_cli.grammar.json_location import Location
+    from kor_cli.grammar.json_schema import SchemaCompiler
+
 MAX_VALUES = 6
+_OPEN, _CLOSE = literal("["), literal("]")
 
 
 def finite_texts(dfa: ByteDFA, limit: int = MAX_VALUES) -> list[bytes] | None:
@@ -88,3 +97,29 @@ def distinct_sequence(values: list[bytes], separator: bytes) -> ByteDFA:
             table[state(used, len(children) + j - 1), separator[j]] = nxt
     accepting[state(0, 0)] = True
     return minimal(table, accepting, state(0, 0))
+
+
+def deferred_unique(
+    c: SchemaCompiler, items: list[Part], loc: Location, lo: int, hi: int | None, pointer: str
+) -> Node | None:
+    """A checked `uniqueItems` array (`unique_check`) whose item rule, one DFA of `items`,
+    is built when the array is first reached; None where `_array` decides on the item's
+    DFA at once: items that are small, or maybe scalar (enums: a DFA of distinct sequences),
+    or hold a keyword that could be refused (it must be refused when the schema loads), and
+    minItems past 1 (whether that many distinct values exist). An item language found empty
+    when built leaves the call unproductive: the array is then `[]` or nothing, as before."""
+    if lo > 1 or not c.defer.deferrable(items):
+        return None
+
+    def item() -> Node:
+        with c.exactly():
+            node = c.member(items, loc, True)
+        return c.settle(node)[0]
+
+    def array(call: Node) -> Node:
+        return seq(_OPEN, repeat(call, lo, hi, c.item_sep), _CLOSE)
+
+    def view(body: Node) -> Node:  # the DFA view under-approximates: at most one item
+        return seq(_OPEN, repeat(body, lo, 1), _CLOSE)
+
+    return c.rules.checked_array(item, array, view, pointer if "#" in pointer else "#" + pointer)

@@ -35,7 +35,9 @@ that is not rich (none while `used` is empty but those holding an item separator
 Checked arrays are made when the schema is compiled, never in a value built when first
 reached (`json_defer` keeps any value holding `uniqueItems` eager), so `PushdownMatcher`
 knows when it is built whether it must be a `UniqueMatcher`; the disk cache stores them
-(`rule_cache`).
+(`rule_cache`). A large item's rule may be built when the array is first reached
+(`json_unique.deferred_unique`); if its language is empty the array's call to it is
+dropped and the array is `[]`, which is checked without asking the item rule.
 
 Interactions: under `not`/`oneOf`/`if`/`contains` (a whole-DFA product) a checked array
 cannot be a rule; there `uniqueItems` stays exact only for items with few values
@@ -183,9 +185,10 @@ class UniqueChecks:
         """Whether some continuation of a stack in a checked array reaches its end."""
         assert aux is not None
         used, prefix = aux
+        if kind == ARRAY:  # no item needed: the item rule (maybe empty) is not asked
+            count = len(used) + self.need(array, state)
+            return count == 0 or self.language(array).at_least(count)
         language = self.language(array)
-        if kind == ARRAY:
-            return language.at_least(len(used) + self.need(array, state))
         ret = self.stacks.frame(self.stacks.frame(stack)[2])[1]
         if not language.at_least(len(used) + 1 + self.need(array, ret)):
             return False

@@ -1,0 +1,74 @@
+"""`uniqueItems` over large items: the checked array's item rule (one DFA) is built when
+the array is first reached (`json_unique.deferred_unique`), with the language it had.
+
+Hypothesis draws arrays of tagged objects (duplicates, invalid items, too few items) and
+checks acceptance against jsonschema; a counter shows no item DFA is built at compile time
+when the array may be empty or absent.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import OrderedDict
+from typing import Any
+
+import jsonschema
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from kor_cli.grammar import compile as compile_module
+from kor_cli.grammar.compile import compile_json_schema, serialize
+from kor_cli.grammar.json_schema import SchemaCompiler
+
+
+def _option(tag: str, value: dict[str, Any]) -> dict[str, Any]:
+    return {"properties": {"k": {"const": tag}, "v": value}, "required": ["k"]}
+
+
+ITEM = {"type": "object", "oneOf": [
+    _option("a", {"type": "integer"}), _option("b", {"type": "boolean"}),
+    _option("c", {"type": "string", "maxLength": 2}),
+]}  # fmt: skip
+ITEMS = st.fixed_dictionaries(
+    {"k": st.sampled_from(["a", "b", "c", "d"])},
+    optional={"v": st.one_of(st.integers(0, 2), st.booleans(), st.sampled_from(["", "x", "xyz"]))},
+)
+
+
+def _array(lo: int) -> dict[str, Any]:
+    return {"type": "array", "items": ITEM, "uniqueItems": True, "minItems": lo}
+
+
+@given(st.lists(ITEMS, max_size=4), st.integers(0, 1))
+@settings(max_examples=80, deadline=None, suppress_health_check=list(HealthCheck))
+def test_accepted_iff_valid(items: list[Any], lo: int) -> None:
+    schema = _array(lo)
+    grammar = compile_json_schema(schema)
+    assert grammar.rules.checked  # checked at run time
+    text = serialize(json.loads(json.dumps(items, sort_keys=True))).encode()
+    valid = jsonschema.Draft202012Validator(schema).is_valid(items)
+    assert grammar.accepts(text) == valid, text
+
+
+@pytest.mark.parametrize(("lo", "at_compile"), [(0, False), (1, True)])
+def test_item_dfa_is_built_when_reached(
+    lo: int, at_compile: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    settled: list[int] = []
+    settle = SchemaCompiler.settle
+    monkeypatch.setattr(SchemaCompiler, "settle", lambda c, n: settled.append(1) or settle(c, n))
+    monkeypatch.setattr(compile_module, "_cache", OrderedDict())
+    schema = {"type": "object", "properties": {"list": _array(lo)}, "required": ["list"]}
+    grammar = compile_json_schema(schema)
+    assert bool(settled) == at_compile  # minItems 1: is there an item at all? (as before)
+    assert grammar.accepts(b'{"list":[{"k":"a","v":1},{"k":"b"}]}')
+    assert not grammar.accepts(b'{"list":[{"k":"a","v":1},{"k":"a","v":1}]}')
+    assert settled
+
+
+def test_an_empty_item_language_leaves_the_empty_array() -> None:
+    item = {"type": "object", "allOf": [ITEM, {"properties": {"k": {"const": "z"}}}]}
+    grammar = compile_json_schema({"type": "array", "items": item, "uniqueItems": True})
+    assert grammar.accepts(b"[]")
+    assert not grammar.accepts(b'[{"k":"z"}]')
