@@ -3,7 +3,8 @@ the array is first reached (`json_unique.deferred_unique`), with the language it
 
 Hypothesis draws arrays of tagged objects (duplicates, invalid items, too few items) and
 checks acceptance against jsonschema; a counter shows no item DFA is built at compile time
-when the array may be empty or absent.
+when the array may be empty or absent. The matcher's per-token facts (first byte, holds
+`,` / `[`), computed over all tokens at once, match each token's.
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ from hypothesis import strategies as st
 from kor_cli.grammar import compile as compile_module
 from kor_cli.grammar.compile import compile_json_schema, serialize
 from kor_cli.grammar.json_schema import SchemaCompiler
+from kor_cli.grammar.unique_matcher import _token_sets
+from kor_cli.grammar.vocab import TokenizerInfo
 
 
 def _option(tag: str, value: dict[str, Any]) -> dict[str, Any]:
@@ -72,3 +75,14 @@ def test_an_empty_item_language_leaves_the_empty_array() -> None:
     grammar = compile_json_schema({"type": "array", "items": item, "uniqueItems": True})
     assert grammar.accepts(b"[]")
     assert not grammar.accepts(b'[{"k":"z"}]')
+
+
+@given(st.lists(st.one_of(st.none(), st.binary(max_size=4)), max_size=30))
+@settings(max_examples=60, deadline=None)
+def test_token_sets_are_each_tokens_facts(tokens: list[bytes | None]) -> None:
+    info = TokenizerInfo(tokens + [b",", b"[a"], vocab_size=len(tokens) + 2)
+    first, holding, opening = _token_sets(info)
+    for i, data in enumerate(info.token_bytes):
+        assert first[i] == (data[0] if data else -1)
+        assert holding[i] == (bool(data) and b"," in data)
+        assert opening[i] == (bool(data) and b"[" in data)

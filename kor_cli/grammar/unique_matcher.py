@@ -17,7 +17,7 @@ less the tokens that `UniqueChecks.walk` refuses among the few that may matter:
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -28,6 +28,9 @@ from kor_cli.grammar.index import TokenIndex
 from kor_cli.grammar.pushdown import FORCED_LIMIT, PushdownGrammar, PushdownMatcher
 from kor_cli.grammar.stacks import Config
 from kor_cli.grammar.unique_check import ARRAY, ITEM, OUTSIDE, UConfig, UniqueChecks, UStack
+
+if TYPE_CHECKING:
+    from kor_cli.grammar.vocab import TokenizerInfo
 
 _MAX_CACHED = 1024
 
@@ -41,16 +44,11 @@ class UniqueMasks:
         info = grammar.info
         self.words_count = grammar.frames.words
         self._bytes = info.token_bytes
-        first = np.fromiter((b[0] if b else -1 for b in info.token_bytes), np.int32)
-        self._first = first
-        self._holding = self._containing(b",")
-        self._opening = self._holding & self._containing(b"[")
+        self._first, holding, opening = _token_sets(info)
+        self._holding = self._pack(holding)
+        self._opening = self._holding & self._pack(opening)
         self._safe: dict[int, tuple[TokenIndex | None, np.ndarray]] = {}
         self._masks: dict[UConfig, np.ndarray] = {}
-
-    def _containing(self, byte: bytes) -> np.ndarray:
-        flags = np.fromiter((bool(b) and byte in b for b in self._bytes), bool)
-        return self._pack(flags)
 
     def _pack(self, flags: np.ndarray) -> np.ndarray:
         return pack_bool_mask(flags, self.words_count).view("<u4")
@@ -132,6 +130,29 @@ class UniqueMasks:
                 index = TokenIndex(ByteDFA(table, rich, start), self.grammar.info)
             found = self._safe[array] = (index, rich)
         return found
+
+
+def _token_sets(info: TokenizerInfo) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per token: its first byte (-1 if none), whether it holds `,`, whether it holds `[`
+    (vectorised over all tokens' bytes joined; cached on `info`, a tokenizer's own facts)."""
+    found = getattr(info, "_unique_token_sets", None)
+    if found is None:
+        tokens = [b or b"" for b in info.token_bytes]
+        lengths = np.fromiter(map(len, tokens), np.int64, len(tokens))
+        ends = np.cumsum(lengths)
+        joined = np.frombuffer(b"".join(tokens), np.uint8)
+        first = np.full(len(tokens), -1, np.int32)
+        some = lengths > 0
+        first[some] = joined[(ends - lengths)[some]]
+
+        def holding(byte: str) -> np.ndarray:
+            flags = np.zeros(len(tokens), bool)
+            flags[np.searchsorted(ends, np.flatnonzero(joined == ord(byte)), side="right")] = True
+            return flags
+
+        found = (first, holding(","), holding("["))
+        info._unique_token_sets = found  # type: ignore[attr-defined]
+    return found
 
 
 def unique_masks(grammar: PushdownGrammar) -> UniqueMasks:
