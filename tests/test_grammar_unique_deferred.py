@@ -4,7 +4,8 @@ the array is first reached (`json_unique.deferred_unique`), with the language it
 Hypothesis draws arrays of tagged objects (duplicates, invalid items, too few items) and
 checks acceptance against jsonschema; a counter shows no item DFA is built at compile time
 when the array may be empty or absent. The matcher's per-token facts (first byte, holds
-`,` / `[`), computed over all tokens at once, match each token's.
+`,` / `[`), computed over all tokens at once, match each token's. Arrays of distinct enum
+values past `INLINE_SIZE` are a rule built when reached, with the inline DFA's language.
 """
 
 from __future__ import annotations
@@ -19,7 +20,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kor_cli.grammar import compile as compile_module
+from kor_cli.grammar import json_unique
+from kor_cli.grammar.ast import Automaton, difference
 from kor_cli.grammar.compile import compile_json_schema, serialize
+from kor_cli.grammar.fsm import compile_ast
 from kor_cli.grammar.json_schema import SchemaCompiler
 from kor_cli.grammar.unique_matcher import _token_sets
 from kor_cli.grammar.vocab import TokenizerInfo
@@ -86,3 +90,28 @@ def test_token_sets_are_each_tokens_facts(tokens: list[bytes | None]) -> None:
         assert first[i] == (data[0] if data else -1)
         assert holding[i] == (bool(data) and b"," in data)
         assert opening[i] == (bool(data) and b"[" in data)
+
+
+ENUM = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta"]
+DISTINCT = {"type": "array", "items": {"enum": ENUM}, "uniqueItems": True}
+
+
+@given(st.lists(st.sampled_from(ENUM), max_size=7))
+@settings(max_examples=60, deadline=None)
+def test_distinct_enum_array_as_a_rule_is_exact(items: list[str]) -> None:
+    grammar = compile_json_schema(DISTINCT)
+    assert grammar.has_calls  # 2**6 used-sets over the trie: a rule built when reached
+    valid = jsonschema.Draft202012Validator(DISTINCT).is_valid(items)
+    assert grammar.accepts(serialize(items).encode()) == valid
+
+
+def test_distinct_enum_array_rule_is_the_inline_language(monkeypatch: pytest.MonkeyPatch) -> None:
+    rule = compile_json_schema({"type": "object", "properties": {"a": DISTINCT}})
+    assert any(name.endswith("/distinct") for name in rule.rules.names.values())
+    view = rule.dfa
+    monkeypatch.setattr(json_unique, "INLINE_SIZE", 10**9)
+    monkeypatch.setattr(compile_module, "_cache", OrderedDict())
+    inline = compile_json_schema({"type": "object", "properties": {"a": DISTINCT}})
+    assert not any(name.endswith("/distinct") for name in inline.rules.names.values())
+    for a, b in ((view, inline.dfa), (inline.dfa, view)):
+        assert compile_ast(difference(Automaton(a), Automaton(b)), 10**6).is_empty()

@@ -54,6 +54,7 @@ from kor_cli.grammar.json_rules import Call
 from kor_cli.grammar.json_unique import (
     MAX_VALUES,
     deferred_unique,
+    distinct_array,
     distinct_sequence,
     finite_texts,
 )
@@ -175,6 +176,8 @@ def _unique(
         return intersect(node, seq(OPEN_BRACKET, CLOSE_BRACKET))
     texts = finite_texts(settled.dfa)
     if texts is not None:
+        if not facts.contains and lo == 0 and (hi is None or hi >= len(texts)):
+            return distinct_array(c, texts, pointer)  # `node` adds nothing: no product
         content = Automaton(distinct_sequence(texts, c.item_sep_text.encode()))
         return intersect(node, seq(OPEN_BRACKET, content, CLOSE_BRACKET))
     if c.exact:

@@ -101,7 +101,7 @@ class RuleBook:
         self.checked: dict[int, int] = {}  # uniqueItems array rule -> item rule (`unique_check`)
         self._views: dict[int, Callable[[Node], Node]] = {}  # checked array's DFA view
         self._named: dict[Any, int] = {}  # `recursive` rules by their key
-        self._fixed: dict[str, int] = {}  # rules of fixed grammars (`fixed`), by name
+        self._fixed: dict[Any, int] = {}  # rules of fixed grammars (`fixed`), by key
 
     def conj(self, parts: list[Part], loc: Location, build: Callable[[], Node]) -> Node:
         """`build()`, or a call to the rule of this conjunction if it recurses."""
@@ -197,13 +197,17 @@ class RuleBook:
         self._views[rule] = view
         return Call(rule)
 
-    def fixed(self, name: str, build: Callable[[], Node]) -> Node:
-        """A call to the rule `name` whose body is `build()` (built once per compile; for
-        fixed sub-grammars such as `json_format_rules`', never recursive)."""
-        rule = self._fixed.get(name)
+    def fixed(self, name: str, build: Callable[[], Node], key: Any = None) -> Node:
+        """A call to the rule `name` (one per `key`, default the name) whose body is
+        `build()`, built when first needed; for fixed sub-grammars (`json_format_rules`,
+        distinct enum items) that never recurse and always generate a string (so
+        productivity does not build them)."""
+        found = key if key is not None else name
+        rule = self._fixed.get(found)
         if rule is None:
-            rule = self._fixed[name] = self._new(name)
-            self.bodies[rule] = build()
+            rule = self._fixed[found] = self._new(name)
+            self._pending[rule] = build
+            self._decided[rule] = True
         return Call(rule)
 
     @property

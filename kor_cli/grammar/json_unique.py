@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from kor_cli.grammar.ast import Node, literal, repeat, seq
+from kor_cli.grammar.ast import Automaton, Node, literal, repeat, seq
 from kor_cli.grammar.fsm import ByteDFA, minimal
 
 if TYPE_CHECKING:
@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from kor_cli.grammar.json_schema import SchemaCompiler
 
 MAX_VALUES = 6
+INLINE_SIZE = 512  # distinct arrays past about this many DFA states are rules of their own
 _OPEN, _CLOSE = literal("["), literal("]")
 
 
@@ -123,3 +124,18 @@ def deferred_unique(
         return seq(_OPEN, repeat(body, lo, 1), _CLOSE)
 
     return c.rules.checked_array(item, array, view, pointer if "#" in pointer else "#" + pointer)
+
+
+def distinct_array(c: SchemaCompiler, texts: list[bytes], pointer: str) -> Node:
+    """Arrays of distinct `texts` (any number of them): the DFA (2**k used-sets over the
+    texts' trie) inline when small, else a rule of its own built when first reached (no
+    call under products)."""
+    sep = c.item_sep_text.encode()
+
+    def build() -> Node:
+        return seq(_OPEN, Automaton(distinct_sequence(texts, sep)), _CLOSE)
+
+    if c.exact or (1 << len(texts)) * sum(map(len, texts)) <= INLINE_SIZE:
+        return build()
+    name = (pointer if "#" in pointer else "#" + pointer) + "/distinct"
+    return c.rules.fixed(name, build, key=("distinct", tuple(texts), sep))
