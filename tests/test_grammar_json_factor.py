@@ -1,9 +1,11 @@
-"""`oneOf` over options on one member, factored into that member (`json_factor`).
+"""`oneOf` over options on one member, and the `else` of an `if` on one member, factored
+into that member (`json_factor`).
 
 Hypothesis builds such `oneOf`s (a member's schema per option, required or not, beside
 other members, closed or open) and checks that the grammar accepts exactly the instances
 of a pool that jsonschema finds valid (open objects, as the specification), and that with
-kor's closed objects it accepts the same pool instances as the distributed `oneOf` did.
+kor's closed objects it accepts the same pool instances as the distributed `oneOf` (the
+subtracted `if`) did.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from test_grammar_disjoint import POOL, assert_exact
 from kor_cli.errors import GrammarError
 from kor_cli.grammar import compile as compile_module
 from kor_cli.grammar.compile import GrammarOptions, compile_json_schema, serialize
-from kor_cli.grammar.json_factor import OneOfFactor, one_key
+from kor_cli.grammar.json_factor import OneOfFactor, failed_if, one_key
 from kor_cli.grammar.json_location import LocationSpace, reorder
 from kor_cli.grammar.json_refs import Resolver
 
@@ -111,3 +113,46 @@ def test_other_one_ofs_are_not_factored(opts: list[Any]) -> None:
 def test_a_member_schema_that_may_be_refused_is_not_factored() -> None:
     opts = [{"properties": {"a": {"uniqueItems": True}}}, {"properties": {"a": {}}}]
     assert one_key(opts, list, lambda s: s == {}) is None
+
+
+@st.composite
+def conditional(draw: st.DrawFn) -> dict[str, Any]:
+    """An `if` on member x's value (maybe required), then/else beside a base declaring x."""
+    cond: dict[str, Any] = {"properties": {"x": draw(VALUES)}}
+    if draw(st.booleans()):
+        cond["required"] = ["x"]
+    out: dict[str, Any] = {"if": cond, "properties": {"x": {}, "kind": {}}}
+    sides = st.sampled_from([{"required": ["kind"]}, {"properties": {"kind": {"type": "string"}}},
+                             {"type": "object"}, {"properties": {"x": {"type": "integer"}}}])
+    for side in ("then", "else"):
+        if draw(st.booleans()):
+            out[side] = draw(sides)
+    if draw(st.booleans()):
+        out["additionalProperties"] = False
+    return out
+
+
+@given(conditional())
+@settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+def test_factored_if_is_exact(schema: dict[str, Any]) -> None:
+    assert failed_if(schema, list, lambda s: True) is not None
+    assert_exact(schema)
+
+
+@given(conditional())
+@settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
+def test_factored_if_keeps_the_closed_language(schema: dict[str, Any]) -> None:
+    factored = _accepted(schema, open_objects=False)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(OneOfFactor, "failed_if", lambda self, holder: None)
+        patch.setattr(compile_module, "_cache", OrderedDict())  # no grammar from above
+        subtracted = _accepted(schema, open_objects=False)
+    assert factored == subtracted, schema
+
+
+def test_if_on_an_undeclared_member_is_not_factored() -> None:
+    assert failed_if({"if": {"properties": {"x": {}}}}, list, lambda s: True) is None
+    declared = {"if": {"properties": {"x": {"const": 1}}, "required": ["x"]},
+                "else": {"properties": {"x": {}}}}  # fmt: skip
+    assert failed_if(declared, list, lambda s: True) == {
+        "type": "object", "properties": {"x": {"not": {"const": 1}}}}

@@ -281,6 +281,10 @@ class SchemaCompiler:
                 cond, then, other = _conditional(holder, sub)
                 return alt(branch(*then), difference(branch(*other), self.under(cond, loc)))
             return alt(*(branch(sub(s, kind, k)) for k, s in enumerate(value)))
+        if kind == "if" and (fails := self.factor.failed_if(holder.schema)) is not None:
+            cond, then, other = _conditional(holder, sub)  # `else`: a product on one member
+            failed = Part(fails, holder.at("if"), parent=owner, synthetic=True)
+            return alt(branch(cond, *then), branch(*other, failed))
         if kind in ("not", "if"):
             self.subtracted.append((kind, holder.pointer))
         if kind == "not":
