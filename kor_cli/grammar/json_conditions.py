@@ -26,6 +26,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
+from kor_cli.grammar.json_canonical import canonical_key, value_type
+
 if TYPE_CHECKING:
     from kor_cli.grammar.json_keywords import Facts, Part
 
@@ -84,8 +86,6 @@ def _test(cond: Any, index: int) -> tuple[str, _Test] | None:
 
 
 def _values(schema: Any) -> dict[str, Any] | None:
-    from kor_cli.grammar.json_schema import canonical_key, value_type  # noqa: PLC0415 (cycle)
-
     if not isinstance(schema, dict) or not ("const" in schema or "enum" in schema):
         return None
     if any(k not in ("const", "enum", "type") and k not in _SKIPPED for k in schema):

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from kor_cli.errors import GrammarError
 from kor_cli.grammar.ast import Node, alt, difference
+from kor_cli.grammar.json_canonical import canonical_key, value_type
 from kor_cli.grammar.json_keywords import ANNOTATIONS, TYPES, Collector, Facts, Part
 
 if TYPE_CHECKING:
@@ -108,8 +109,6 @@ def shape(collector: Collector, parts: list[Part], nesting: int = 0) -> Shape:
 
 
 def _of(facts: Facts) -> Shape:
-    from kor_cli.grammar.json_schema import canonical_key, value_type  # noqa: PLC0415 (cycle)
-
     types, values = facts.types, None
     if facts.enums:
         allowed = [{canonical_key(v): value_type(v) for v in e} for e in facts.enums]
@@ -134,7 +133,6 @@ def _of(facts: Facts) -> Shape:
 def _constants(schema: Any) -> frozenset[str] | None:
     """Canonical keys of the values a property schema allows, if it lists them itself
     (`false`: none, the member is absent)."""
-    from kor_cli.grammar.json_schema import canonical_key  # noqa: PLC0415 (cycle)
 
     if schema is False:
         return frozenset()

@@ -58,6 +58,7 @@ from kor_cli.grammar.ast import (
     literal,
 )
 from kor_cli.grammar.fsm import ByteDFA, compile_ast
+from kor_cli.grammar.json_canonical import canonical_key, value_type
 from kor_cli.grammar.json_defer import DeferPolicy
 from kor_cli.grammar.json_disjoint import complement_types, one_of
 from kor_cli.grammar.json_factor import OneOfFactor
@@ -85,34 +86,6 @@ from kor_cli.grammar.regex import Dialect, fullmatch
 
 STRICT = Dialect(json_char, "strict")
 LOOSE_DIALECT = Dialect(json_char, "loose")
-
-
-def value_type(value: Any) -> str:
-    """The internal type name of a JSON value (integral floats are integers)."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int):
-        return "integer"
-    if isinstance(value, float):
-        return "integer" if value.is_integer() else "fraction"
-    if isinstance(value, str):
-        return "string"
-    return "array" if isinstance(value, (list, tuple)) else "object"
-
-
-def canonical_key(value: Any) -> str:
-    """Equal JSON values (in the JSON Schema sense) get equal keys."""
-    return dumps(_sorted(value))
-
-
-def _sorted(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {k: _sorted(value[k]) for k in sorted(value)}
-    if isinstance(value, (list, tuple)):
-        return [_sorted(v) for v in value]
-    return value
 
 
 class SchemaCompiler:
