@@ -79,7 +79,8 @@ class Grammar:
     too large to build is a `GrammarError` then). A one-rule grammar's `dfa` is that rule's
     DFA. A grammar with calls (recursion, or large values split off) has as `dfa` a view for
     DFA-only consumers, built on first use: its calls inlined, recursive ones
-    `max_recursion_depth` deep (the same language when nothing recurses).
+    `max_recursion_depth` deep, "any value" `max_any_depth` deep (the same language when
+    nothing recurses).
     """
 
     __slots__ = ("_dfa", "_rules", "_view", "_bytewise", "kind", "warnings")
