@@ -15,8 +15,9 @@ by token, through the allowed-token mask of the Qwen tokenizer (the matcher surf
   is accepted the false reject is "serialization only", else "genuine";
 - an invalid instance accepted in any form is a false accept;
 - a valid instance that jsonschema finds invalid even with formats as annotations is
-  counted apart as mislabelled (for every engine), not walked. Invalid instances are
-  always walked (jsonschema without format checks passes some of them).
+  counted apart as mislabelled (for every engine), not walked; so is an invalid instance
+  that jsonschema finds valid with formats asserted (jsonschema without format checks
+  passes some invalid instances: those are walked).
 
 Reports compiled / refused (grouped by keyword and message) / timeouts / crashes (a Python
 exception other than `GrammarError`: a bug), false accepts and rejects, time to the first
@@ -160,7 +161,7 @@ def _outcomes(
         for path in sorted((corpus / ("valid" if valid else "invalid") / name).glob("*.json")):
             instance = json.loads(path.read_text(encoding="utf-8"))
             label = f"{name}/{path.name}"
-            if valid and label_holds(schema, instance, loader) is False:
+            if label_holds(schema, instance, loader, formats=not valid) is (not valid):
                 outcomes["mislabelled"].append(label)
                 continue
             results = []
@@ -182,12 +183,15 @@ def _outcomes(
     return outcomes
 
 
-def label_holds(schema: Any, instance: Any, loader: Any) -> bool | None:
-    """Whether jsonschema (the schema's draft, formats as annotations, sibling files by
-    name) finds `instance` valid; None when it cannot tell (an unresolvable reference, an
-    error of its own). A valid instance it finds invalid is counted apart as mislabelled,
-    for every engine alike: e.g. github-workflow's valid instances, converted from YAML,
-    carry the key `true` where the schema requires `on`."""
+def label_holds(schema: Any, instance: Any, loader: Any, formats: bool = False) -> bool | None:
+    """Whether jsonschema (the schema's draft, formats as annotations unless `formats`,
+    sibling files by name) finds `instance` valid; None when it cannot tell (an
+    unresolvable reference, an error of its own). Counted apart as mislabelled, for every
+    engine alike: a valid instance it finds invalid (e.g. github-workflow's valid instances,
+    converted from YAML, carry the key `true` where the schema requires `on`), and an
+    invalid one it finds valid even with formats asserted (e.g. pre-commit-config's
+    local-missing-entry: the draft-07 schema's `required` stands beside a `$ref`, where
+    that draft ignores it)."""
     import jsonschema
     from referencing import Registry, Resource
     from referencing.jsonschema import DRAFT202012
@@ -200,7 +204,9 @@ def label_holds(schema: Any, instance: Any, loader: Any) -> bool | None:
 
     try:
         cls = jsonschema.validators.validator_for(schema, jsonschema.Draft202012Validator)
-        return bool(cls(schema, registry=Registry(retrieve=retrieve)).is_valid(instance))
+        checker = cls.FORMAT_CHECKER if formats else None
+        validator = cls(schema, registry=Registry(retrieve=retrieve), format_checker=checker)
+        return bool(validator.is_valid(instance))
     except Exception:  # noqa: BLE001 - any failure of the reference validator: no verdict
         return None
 

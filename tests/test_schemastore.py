@@ -11,6 +11,7 @@ where the whole corpus took over 3 hours). Skipped when the corpus is absent
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 from pathlib import Path
 from types import ModuleType
@@ -64,3 +65,31 @@ def test_ratios_only_over_schemas_both_compiled() -> None:
     found = bench.ratios(kor, other)
     assert found["both_compiled"] == 1
     assert found["first_mask_kor_over_other"]["p50"] == 2.0
+
+
+def test_labels_jsonschema_contradicts_are_mislabelled_not_walked(tmp_path: Path) -> None:
+    bench = _runner()
+    draft7 = "http://json-schema.org/draft-07/schema#"
+    schema = {
+        "$schema": draft7,
+        "definitions": {"x": {"type": "object"}},
+        "properties": {
+            "a": {"$ref": "#/definitions/x", "required": ["b"]},
+            "d": {"format": "date"},
+        },
+    }
+    (tmp_path / "schemas").mkdir()
+    (tmp_path / "schemas" / "s.json").write_text(json.dumps(schema))
+    cases = {  # draft 7 ignores `required` beside `$ref`; the date is checked when asserted
+        "valid": {"ok": {"a": {}}, "bad": {"a": 1}},
+        "invalid": {"no-b": {"a": {}}, "date": {"d": "2024-13-45"}},
+    }
+    for label, instances in cases.items():
+        (tmp_path / label / "s").mkdir(parents=True)
+        for name, instance in instances.items():
+            (tmp_path / label / "s" / f"{name}.json").write_text(json.dumps(instance))
+    walked: list[str] = []
+    found = bench._outcomes(tmp_path, "s", schema, lambda text: walked.append(text) or True)
+    assert sorted(found["mislabelled"]) == ["s/bad.json", "s/no-b.json"]
+    assert found["ok"] == ["s/ok.json"] and found["fa"] == ["s/date.json"]
+    assert len(walked) == 2  # the mislabelled are not walked
