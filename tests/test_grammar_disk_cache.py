@@ -47,6 +47,18 @@ def test_cache_root_from_the_environment(monkeypatch: pytest.MonkeyPatch, tmp_pa
     assert disk_cache.cache_root() == tmp_path / "xdg" / "kor-cli"
 
 
+def test_usable_root_makes_folders_and_refuses_what_cannot_be_one(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert disk_cache.usable_root(tmp_path / "a" / "b") == tmp_path / "a" / "b"
+    assert (tmp_path / "a" / "b").is_dir()
+    (tmp_path / "file").write_text("x")
+    assert disk_cache.usable_root(tmp_path / "file" / "c") is None
+    assert disk_cache.usable_root("") is None  # not the current folder
+    assert disk_cache.usable_root(None) is None
+
+
 def test_keys_separate_their_parts() -> None:
     assert disk_cache.blob_key("ab", "c") != disk_cache.blob_key("a", "bc")
     assert disk_cache.blob_key("a") == disk_cache.blob_key("a") != disk_cache.blob_key("b")

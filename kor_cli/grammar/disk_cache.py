@@ -38,8 +38,9 @@ def cache_root() -> Path | None:
 
 def usable_root(root: Path | str | None) -> Path | None:
     """`root` as a cache folder, made if missing; None when it cannot exist (e.g. under a
-    file): then nothing can be read or written there, so no key needs computing."""
-    if root is None:
+    file, or the empty string, which would otherwise be the current folder): then nothing
+    can be read or written there, so no key needs computing."""
+    if root is None or root == "":
         return None
     path = Path(root)
     if path.is_dir():
