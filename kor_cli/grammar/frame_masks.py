@@ -54,22 +54,14 @@ import numpy as np
 
 from kor_cli.grammar.frame_cache import frames_path, read_frames, write_frames
 from kor_cli.grammar.frame_walk import (
-    ANY,
-    UNKNOWN,
+    RuleWalker,
     crossing_candidates,
     sorted_tokens,
     split_words,
     walk_state,
 )
 from kor_cli.grammar.index import TokenIndex
-from kor_cli.grammar.stacks import (
-    CONTEXT,
-    ESCAPES,
-    REACHES_CONTEXT,
-    STAYS,
-    RuleTable,
-    Stacks,
-)
+from kor_cli.grammar.stacks import CONTEXT, ESCAPES, STAYS, RuleTable, Stacks
 from kor_cli.grammar.vocab import TokenizerInfo
 
 
@@ -117,60 +109,6 @@ class _RuleIndexes:
     crossing_states: np.ndarray  # ones share these indexes (their masks are equal)
 
 
-class _Walker:
-    """A rule's table as `frame_walk` reads it: each state's bytes and, at a crossing
-    state, the bytes that can follow there (any where the frame can end)."""
-
-    def __init__(self, stacks: Stacks, rule_id: int, table: RuleTable) -> None:
-        rows, cols = np.nonzero(table.table)
-        bounds = np.searchsorted(rows, np.arange(len(table.table) + 1)).tolist()
-        cols_list = cols.tolist()
-        self.reads = [cols_list[a:b] for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
-        self.follow = [ANY if a else 0 for a in table.accepting]
-        for state in table.calls:
-            if not table.accepting[state]:
-                self.follow[state] = UNKNOWN  # found when a walk gets there (`resolve`)
-        self._stacks, self._rule_id, self._table = stacks, rule_id, table
-        self._crossing: np.ndarray | None = None
-
-    def crossing_table(self) -> np.ndarray:
-        """Bool [states, 256]: byte b may be read next at crossing state s (a call state
-        not resolved yet: any byte, which only adds candidates)."""
-        if self._crossing is None:
-            rows = np.zeros((len(self.follow), 256), dtype=bool)
-            for state, bits in enumerate(self.follow):
-                if bits == UNKNOWN:
-                    bits = ANY
-                if bits:
-                    raw = np.frombuffer(bits.to_bytes(32, "little"), dtype=np.uint8)
-                    rows[state] = np.unpackbits(raw, bitorder="little").astype(bool)
-            self._crossing = rows
-        return self._crossing
-
-    def entries(self, state: int) -> list[int]:
-        """The bytes into a crossing state from the states `state` reaches by bytes."""
-        table = self._table.table
-        seen = np.zeros(len(table), dtype=bool)
-        seen[state] = True
-        todo = [state]
-        while todo:
-            rows = np.unique(table[todo])
-            todo = [int(s) for s in rows[~seen[rows]] if s]
-            seen[todo] = True
-        crossing = np.asarray(self.follow, dtype=object) != 0
-        into = crossing[table[seen]]
-        return np.flatnonzero(into.any(axis=0)).tolist()
-
-    def resolve(self, state: int) -> int:
-        """The bytes that can follow at call state `state` (its callees' first bytes and
-        its own edges; ANY where the frame can end there)."""
-        stacks = self._stacks
-        base = stacks.push(CONTEXT, self._rule_id, state)
-        ends = stacks.closure(base)[1] & REACHES_CONTEXT
-        found = self.follow[state] = ANY if ends else stacks.next_bytes((base,))
-        return found
-
-
 class FrameMasks:
     """Frame masks of every (rule, state) over one tokenizer, built on first request."""
 
@@ -192,7 +130,7 @@ class FrameMasks:
         self.stop_words = stops
         self._keep = ~stops  # clears the stop bits TokenIndex sets in accepting states
         self._calls = stacks.rules.has_calls
-        self._walkers: dict[int, _Walker] = {}
+        self._walkers: dict[int, RuleWalker] = {}
         self._same: dict[int, int] = {}
         self._by_structure: dict[tuple[int, int, int], list[int]] = {}
         self._sorted = sorted_tokens(info)
@@ -314,7 +252,7 @@ class FrameMasks:
         else the rule's two token indexes."""
         walker = self._walkers.get(rule_id)
         if walker is None:
-            walker = self._walkers[rule_id] = _Walker(self.stacks, rule_id, table)
+            walker = self._walkers[rule_id] = RuleWalker(self.stacks, rule_id, table)
         split = walk_state(
             self._sorted,
             table.flat,

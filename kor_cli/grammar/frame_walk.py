@@ -24,7 +24,8 @@ start state reading more than `DENSE_BYTES` bytes, or a walk past its `budget` o
 returns None. Such a state's candidates come from `crossing_candidates`: a candidate must
 hold a byte that enters a crossing state (a string body: its closing quote) before its last
 byte, and few tokens do (Qwen: 1,178 of 151,643 hold a quote), so only they are walked, as
-one array.
+one array. `RuleWalker` holds a rule's table in the forms these walks read (each state's
+bytes, the follow sets of its crossing states, found on first reach).
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from kor_cli.grammar.index import token_trie
+from kor_cli.grammar.stacks import CONTEXT, REACHES_CONTEXT, RuleTable, Stacks
 from kor_cli.grammar.vocab import TokenizerInfo
 
 DENSE_BYTES = 40  # a start state reading more bytes is left to TokenIndex
@@ -97,6 +99,60 @@ def _as_list(tokens: Sequence[bytes]) -> list[bytes]:
         return list(tokens)
     stops = ends.tolist()
     return [data[a:b] for a, b in zip([0, *stops[:-1]], stops, strict=True)]
+
+
+class RuleWalker:
+    """A rule's table as `frame_walk` reads it: each state's bytes and, at a crossing
+    state, the bytes that can follow there (any where the frame can end)."""
+
+    def __init__(self, stacks: Stacks, rule_id: int, table: RuleTable) -> None:
+        rows, cols = np.nonzero(table.table)
+        bounds = np.searchsorted(rows, np.arange(len(table.table) + 1)).tolist()
+        cols_list = cols.tolist()
+        self.reads = [cols_list[a:b] for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
+        self.follow = [ANY if a else 0 for a in table.accepting]
+        for state in table.calls:
+            if not table.accepting[state]:
+                self.follow[state] = UNKNOWN  # found when a walk gets there (`resolve`)
+        self._stacks, self._rule_id, self._table = stacks, rule_id, table
+        self._crossing: np.ndarray | None = None
+
+    def crossing_table(self) -> np.ndarray:
+        """Bool [states, 256]: byte b may be read next at crossing state s (a call state
+        not resolved yet: any byte, which only adds candidates)."""
+        if self._crossing is None:
+            rows = np.zeros((len(self.follow), 256), dtype=bool)
+            for state, bits in enumerate(self.follow):
+                if bits == UNKNOWN:
+                    bits = ANY
+                if bits:
+                    raw = np.frombuffer(bits.to_bytes(32, "little"), dtype=np.uint8)
+                    rows[state] = np.unpackbits(raw, bitorder="little").astype(bool)
+            self._crossing = rows
+        return self._crossing
+
+    def entries(self, state: int) -> list[int]:
+        """The bytes into a crossing state from the states `state` reaches by bytes."""
+        table = self._table.table
+        seen = np.zeros(len(table), dtype=bool)
+        seen[state] = True
+        todo = [state]
+        while todo:
+            rows = np.unique(table[todo])
+            todo = [int(s) for s in rows[~seen[rows]] if s]
+            seen[todo] = True
+        crossing = np.asarray(self.follow, dtype=object) != 0
+        into = crossing[table[seen]]
+        return np.flatnonzero(into.any(axis=0)).tolist()
+
+    def resolve(self, state: int) -> int:
+        """The bytes that can follow at call state `state` (its callees' first bytes and
+        its own edges; ANY where the frame can end there)."""
+        stacks = self._stacks
+        base = stacks.push(CONTEXT, self._rule_id, state)
+        ends = stacks.closure(base)[1] & REACHES_CONTEXT
+        found = self.follow[state] = ANY if ends else stacks.next_bytes((base,))
+        return found
 
 
 class Split:
