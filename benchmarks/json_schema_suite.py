@@ -9,7 +9,8 @@ Writes the counts to `--out` (default benchmarks/out/json_schema_suite.json, unt
 committed counts are benchmarks/results/json_schema_suite.json). The `optional/` folder is
 skipped.
 
-Time to first mask (`first_mask`): per schema, compile (the LRU cache cleared) +
+Time to first mask (`first_mask`): per schema, compile (cold: the grammar LRU cache and
+the structural DFA cache cleared, so the correctness pass before it helps nothing) +
 `surface.compile_grammar` against the Qwen tokenizer (no disk cache) + the first
 `GrammarMatcher.fill_next_token_bitmask`, p50/p90/p99 over the schemas compiled; the
 competing engines named by `--engines` (llguidance by default, when installed) are timed
@@ -31,6 +32,7 @@ import numpy as np
 
 from kor_cli.errors import GrammarError
 from kor_cli.grammar import compile as compile_module
+from kor_cli.grammar import dfa_cache
 from kor_cli.grammar.compile import Grammar, GrammarOptions, compile_json_schema, serialize
 from kor_cli.grammar.json_location import LocationSpace, reorder
 from kor_cli.grammar.json_refs import Resolver
@@ -112,6 +114,7 @@ def first_masks(suite_dir: Path = SUITE_DIR, engines: tuple[str, ...] = ()) -> d
         for k, case in enumerate(json.loads(path.read_text())):
             name = f"{path.stem}#{k}"
             compile_module._cache.clear()
+            dfa_cache.clear()
             start = time.perf_counter()
             try:
                 grammar = compile_json_schema(case["schema"], options)

@@ -21,8 +21,8 @@ by token, through the allowed-token mask of the Qwen tokenizer (the matcher surf
 
 Reports compiled / refused (grouped by keyword and message) / timeouts / crashes (a Python
 exception other than `GrammarError`: a bug), false accepts and rejects, time to the first
-mask (compile + `compile_grammar` + `fill_next_token_bitmask`) p50/p90/p99, and
-mask-vs-DFA disagreements (must be 0).
+mask (cold: the structural DFA cache cleared; compile + `compile_grammar` +
+`fill_next_token_bitmask`) p50/p90/p99, and mask-vs-DFA disagreements (must be 0).
 
 The competing engines installed (llguidance, XGrammar: `pip install -e '.[bench]'`) run in
 the same run on the same schemas, instances, texts and Qwen tokenizer, through their own
@@ -56,6 +56,7 @@ from typing import Any
 import numpy as np
 
 from kor_cli.errors import GrammarError
+from kor_cli.grammar import dfa_cache
 from kor_cli.grammar.compile import GrammarOptions, compile_json_schema, serialize
 from kor_cli.grammar.index import token_trie
 from kor_cli.grammar.json_files import sibling_loader
@@ -263,6 +264,7 @@ def check(corpus: Path, name: str, conn: Any, timeout: float, engine: str = "kor
     schema = json.loads((corpus / "schemas" / f"{name}.json").read_text(encoding="utf-8"))
     options = GrammarOptions(ref_dir=str(corpus / "schemas"), time_limit_s=timeout)
     row: dict[str, Any] = {"name": name}
+    dfa_cache.clear()  # cold: no DFA from the schemas this worker compiled before
     start = time.perf_counter()
     try:
         grammar = compile_json_schema(schema, options)

@@ -96,3 +96,11 @@ def remember(node: Node, max_states: int, dfa: ByteDFA) -> ByteDFA:
             _, old = _dfas.popitem(last=False)
             _cached_states -= old.num_states
     return dfa
+
+
+def clear() -> None:
+    """Forget every compiled DFA and structural key (a benchmark's cold compile)."""
+    global _cached_states
+    _dfas.clear()
+    _interned.clear()
+    _cached_states = 0
