@@ -17,6 +17,7 @@ from kor_cli.grammar.json_keywords import Facts
 from kor_cli.grammar.json_numbers import (
     FRACTIONAL,
     NUMBER,
+    any_number,
     int_range,
     integer_bounds,
     multiple_of,
@@ -50,7 +51,9 @@ def number(c: SchemaCompiler, facts: Facts, pos: bool, types: frozenset[str]) ->
     # negative mode: every exponent form; `integer` stays digits only
     scientific = not pos or (not facts.lower and not facts.upper and not facts.multiples)
     scientific &= not pos or {"integer", "fraction"} <= types
-    if "fraction" in types or not pos:
+    if node is NUMBER and scientific:
+        node = any_number()  # every number: one automaton per process
+    elif "fraction" in types or not pos:
         node = settled_spellings(node, scientific)
     if pos and not scientific and not facts.multiples and {"integer", "fraction"} <= types:
         node = alt(node, scientific_range(lower, upper))  # bounds are exact on exponents too
