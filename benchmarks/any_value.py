@@ -12,9 +12,10 @@ llguidance, on the Qwen tokenizer:
 - the JSON-Schema-Test-Suite (draft 2020-12): time to first mask of every schema in both
   forms and llguidance's, taking turns, over the schemas the choice moves and over all;
 - per engine: compile and time to first mask (median of `--repeats` fresh compiles, disk
-  cache off), then the mask per token along each valid instance (canonical text, then a
-  stop token): "cold" right after the first compile, "warm" the same walks again. Engines
-  take turns in each repeat, in rotating order.
+  cache off, the structural DFA cache cleared: cold), then the mask per token along each
+  valid instance (canonical text, then a stop token): "cold" right after the first
+  compile, "warm" the same walks again. Engines take turns in each repeat, in rotating
+  order.
 
     python benchmarks/any_value.py --every 8 --out benchmarks/results/any_value.json
 """
@@ -40,7 +41,7 @@ from schemastore import CORPUS, forms, label_holds, names
 
 from kor_cli.errors import GrammarError
 from kor_cli.grammar import compile as kor_compile
-from kor_cli.grammar import disk_cache
+from kor_cli.grammar import dfa_cache, disk_cache
 from kor_cli.grammar.compile import GrammarOptions, compile_json_schema, serialize
 from kor_cli.grammar.index import token_trie
 from kor_cli.grammar.json_files import sibling_loader
@@ -77,6 +78,7 @@ class Kor:
 
     def compile(self, schema: Any) -> Any:
         kor_compile._cache.clear()
+        dfa_cache.clear()  # cold: no DFA of an earlier compile (the other form's) helps
         return compile_grammar(compile_json_schema(schema, self.options), self.info)
 
     def matcher(self, compiled: Any) -> Any:
@@ -215,6 +217,7 @@ def jsts_first_masks(kor: dict[str, Kor], other: Any, info: TokenizerInfo) -> di
             calls = {}
             for mode in list(kor)[:: 1 if k % 2 else -1]:  # turns: who goes first alternates
                 kor_compile._cache.clear()
+                dfa_cache.clear()
                 start = time.perf_counter()
                 try:
                     grammar = compile_json_schema(case["schema"], options[mode])
