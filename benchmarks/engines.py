@@ -73,7 +73,7 @@ from _common import add_out_argument, out_path
 from grammar_masks import INSTANCES, SCHEMAS, continuation, random_walk
 
 from kor_cli.grammar import compile as kor_compile
-from kor_cli.grammar import disk_cache
+from kor_cli.grammar import dfa_cache, disk_cache
 from kor_cli.grammar.compile import GrammarOptions, compile_json_schema, serialize
 from kor_cli.grammar.index import TokenIndex, token_trie
 from kor_cli.grammar.surface import CompiledGrammar, GrammarMatcher, TokenizerInfo, compile_grammar
@@ -113,7 +113,8 @@ class Kor:
         os.environ[disk_cache.ENV] = "off"  # compiles and masks are timed cold, not read back
 
     def compile(self, schema: Any) -> CompiledGrammar:
-        kor_compile._cache.clear()  # time the real compile, not the LRU cache
+        kor_compile._cache.clear()  # time the real compile, not the LRU cache,
+        dfa_cache.clear()  # nor DFAs an earlier compile (a repeat) left in the DFA cache
         return compile_grammar(compile_json_schema(schema), self.info)
 
     def matcher(self, compiled: CompiledGrammar) -> Any:
