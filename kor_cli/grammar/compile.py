@@ -231,7 +231,9 @@ def compile_json_schema(
                 return _bounded(inlined, options)
 
             key = f"{text} {options!r}"
-            rules = RuleSet(book.start, rule, book.names, key=key, checked=book.checked)
+            rules = RuleSet(
+                book.start, rule, book.names, key=key, checked=book.checked, shared=book.shared
+            )
             rules.names = book.names  # rules found when deferred values are built get names
             rules.rule(rules.start)  # the others when first reached
 

@@ -72,14 +72,24 @@ OPEN_BRACE, CLOSE_BRACE = literal("{"), literal("}")
 def any_call(c: SchemaCompiler, loc: Location, depth: int) -> Node:
     """Any JSON value, any depth: a call to the "any value" rule of `loc` (shared by every
     name-free location); the DFA view inlines `any_value(loc, depth)` there instead."""
-    shared = c.space.at([]) if name_free(loc) else loc
-    rule = c.rules.recursive(("any", id(shared)), ANY_RULE, lambda: any_value(c, shared, 1))
+    free = name_free(loc)
+    shared = c.space.at([]) if free else loc
+    memo = memo_key(c) if free else None  # the same rule for every schema: built once
+    rule = c.rules.recursive(("any", id(shared)), ANY_RULE, lambda: any_value(c, shared, 1), memo)
 
     def view() -> Node:
         with c.exactly():
             return c.any_value(loc, depth)
 
     return Call(rule, view)
+
+
+def memo_key(c: SchemaCompiler) -> tuple[object, ...]:
+    """The process-wide key (`shared_rules`) of the name-free "any value" rule: every
+    option of the compiler but the schema, its loader and the state limit (which
+    `RuleBook` adds), whether or not it shapes the rule today."""
+    options = (c.whitespace, c.lenient, c.open_objects, c.max_recursion_depth, c.max_any_depth)
+    return (ANY_RULE, *options)
 
 
 def name_free(loc: Location) -> bool:

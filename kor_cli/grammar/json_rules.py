@@ -41,7 +41,7 @@ rule that generates nothing is an empty grammar (`GrammarError`).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from typing import Any
 
 from kor_cli.grammar.ast import (
@@ -88,6 +88,7 @@ class RuleBook:
         self._views: dict[int, Callable[[Node], Node]] = {}  # checked array's DFA view
         self._named: dict[Any, int] = {}  # `recursive` rules by their key
         self._fixed: dict[Any, int] = {}  # rules of fixed grammars (`fixed`), by key
+        self.shared: dict[int, Hashable] = {}  # schema-independent rule -> its memo key
 
     def conj(self, parts: list[Part], loc: Location, build: Callable[[], Node]) -> Node:
         """`build()`, or a call to the rule of this conjunction if it recurses."""
@@ -127,14 +128,21 @@ class RuleBook:
         self._keep.append(parts)
         return Call(rule)
 
-    def recursive(self, key: Any, name: str, build: Callable[[], Node]) -> int:
+    def recursive(
+        self, key: Any, name: str, build: Callable[[], Node], shared: Hashable | None = None
+    ) -> int:
         """The rule of `key` (e.g. "any value" at a location), its body `build()`, which may
-        call the rule itself (the id exists before the body is built); built once."""
+        call the rule itself (the id exists before the body is built); built once. `shared`:
+        the body does not depend on the schema, only on the options `shared` names (every
+        one that could shape it): its DFA comes from the process-wide memo (`shared_rules`,
+        keyed by `shared`, the rule id and the state limit)."""
         rule = self._named.get(key)
         if rule is None:
             rule = self._named[key] = self._new(name)
             self.cyclic.add(rule)
             self.bodies[rule] = build()
+            if shared is not None:
+                self.shared[rule] = (shared, rule, self.max_states)
         return rule
 
     def body(self, rule: int) -> Node:

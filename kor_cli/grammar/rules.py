@@ -37,7 +37,7 @@ reading a byte).
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from types import MappingProxyType
@@ -48,6 +48,7 @@ import numpy as np
 from kor_cli.errors import GrammarError
 from kor_cli.grammar.ast import Node, literal
 from kor_cli.grammar.fsm import ByteDFA, compile_ast
+from kor_cli.grammar.shared_rules import shared_rule
 
 MARK = 0xF8  # first byte of a call marker
 DIGIT0 = 0xF9  # digit d of a marker is the byte DIGIT0 + d
@@ -175,6 +176,9 @@ class RuleSet:
     once per rule, on the first `rule(k)`. `names` (optional) names rules in messages.
     `key` (optional): a stable description of the whole grammar (e.g. the schema's canonical
     JSON and the options); without it `key()` builds every reachable rule to hash them.
+    `shared` (optional, read when a rule is built, so the caller may add to it later):
+    rule id -> a process-wide key of a schema-independent rule (`shared_rules`): built once
+    per process, then taken from the memo.
     """
 
     def __init__(
@@ -184,6 +188,7 @@ class RuleSet:
         names: Mapping[int, str] = MappingProxyType({}),
         key: str | None = None,
         checked: Mapping[int, int] = MappingProxyType({}),
+        shared: Mapping[int, Hashable] = MappingProxyType({}),
     ) -> None:
         """`checked`: array rule → item rule of the `uniqueItems` arrays the matcher checks
         at run time (`unique_check`)."""
@@ -194,6 +199,7 @@ class RuleSet:
         self.names = dict(names)
         self._key = key
         self.checked = dict(checked)
+        self.shared = shared  # not copied: see the class docstring
         self._rules: dict[int, Rule] = {}
         self._nullable: dict[int, bool] = {}
         self._visiting: list[int] = []
@@ -219,7 +225,8 @@ class RuleSet:
         def build(rule_id: int) -> ByteDFA:
             return compile_ast(root(call(start))) if rule_id == new_id else parent_build(rule_id)
 
-        out = RuleSet(new_id, build, {**self.names, new_id: name}, checked=self.checked)
+        names = {**self.names, new_id: name}
+        out = RuleSet(new_id, build, names, checked=self.checked, shared=self.shared)
         out._rules, out._nullable, out.free = dict(self._rules), dict(self._nullable), new_id - 1
         root_rule = out.rule(new_id)
         out._key = (
@@ -258,7 +265,14 @@ class RuleSet:
         return rule
 
     def _make(self, rule_id: int) -> Rule:
-        """Build rule `rule_id` (a subclass may find it elsewhere, e.g. a disk cache)."""
+        """Build rule `rule_id` (a subclass may find it elsewhere, e.g. a disk cache); a
+        schema-independent one comes from the process-wide memo (`shared`)."""
+        key = self.shared.get(rule_id)
+        if key is not None:
+            return shared_rule(key, lambda: self._split(rule_id))
+        return self._split(rule_id)
+
+    def _split(self, rule_id: int) -> Rule:
         dfa = self.body(rule_id)
         if dfa.is_empty():
             raise GrammarError(f"{self.name(rule_id)} matches nothing")

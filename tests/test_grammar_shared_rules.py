@@ -1,0 +1,134 @@
+"""shared_rules: the name-free "any value" rule is built once per process and options,
+survives `dfa_cache.clear()`, and never serves a rule built under other options or ids."""
+
+from __future__ import annotations
+
+import inspect
+import itertools
+from typing import Any
+
+import numpy as np
+import pytest
+
+from kor_cli.grammar import compile as compile_module
+from kor_cli.grammar import dfa_cache, shared_rules
+from kor_cli.grammar.compile import GrammarOptions, compile_json_schema
+from kor_cli.grammar.json_containers import ANY_RULE, memo_key
+from kor_cli.grammar.json_schema import SchemaCompiler
+from kor_cli.grammar.rules import Rule, RuleSet
+
+FREE_MEMBER = {"type": "object", "properties": {"a": {}}}
+FREE_ITEMS = {"type": "array", "minItems": 1}
+RECURSIVE = {"type": "object", "properties": {"a": {"$ref": "#"}, "b": {}}}  # any value: rule 2
+
+
+def cold() -> None:
+    """What a cold benchmark clears before each schema (the memo stays)."""
+    compile_module._cache.clear()
+    dfa_cache.clear()
+
+
+def any_rules(rules: RuleSet) -> dict[int, Rule]:
+    return {k: rules.rule(k) for k, name in rules.names.items() if name == ANY_RULE}
+
+
+def compiled_any(schema: Any, options: GrammarOptions) -> dict[int, Rule]:
+    cold()
+    return any_rules(compile_json_schema(schema, options).rules)
+
+
+def same(a: Rule, b: Rule) -> bool:
+    return a.dfa.fingerprint() == b.dfa.fingerprint() and dict(a.calls) == dict(b.calls)
+
+
+def test_schemas_share_the_any_value_rule_across_cold_compiles() -> None:
+    options = GrammarOptions()
+    first = compiled_any(FREE_MEMBER, options)
+    assert list(first) == [1]
+    held = shared_rules.memoized()
+    second = compiled_any(FREE_ITEMS, options)  # another schema, dfa_cache cleared between
+    assert second[1] is first[1]
+    assert shared_rules.memoized() == held
+    # the rule calls itself (values nest to any depth) and is the rule built from scratch
+    shared_rules.clear()
+    fresh = compiled_any(FREE_ITEMS, options)
+    assert fresh[1] is not first[1] and same(fresh[1], first[1])
+    assert {callee for pairs in first[1].calls.values() for callee, _ in pairs} == {1}
+
+
+OPTIONS = [
+    GrammarOptions(whitespace=ws, lenient=lenient, open_objects=open_objects)
+    for ws, lenient, open_objects in itertools.product(
+        ("compact", "spaced"), (False, True), (False, True)
+    )
+] + [GrammarOptions(max_any_depth=2), GrammarOptions(max_recursion_depth=1)]
+
+
+@pytest.mark.parametrize("schema", [FREE_MEMBER, RECURSIVE])
+def test_memo_never_serves_a_rule_of_other_options_or_ids(schema: Any) -> None:
+    # every options set in turn with the memo warm from all the others: each gets exactly
+    # the rule a fresh process would build
+    shared_rules.clear()
+    warm = [compiled_any(schema, o) for o in OPTIONS for _ in range(2)][::2]
+    for options, got in zip(OPTIONS, warm, strict=True):
+        shared_rules.clear()
+        fresh = compiled_any(schema, options)
+        assert fresh.keys() == got.keys()
+        assert all(same(fresh[k], got[k]) for k in fresh)
+    compact, spaced = warm[0], warm[4]
+    rule = next(iter(compact))
+    assert not same(compact[rule], spaced[rule])  # the separators shape it
+    texts = {"compact": b'[1,{"k":[]}]', "spaced": b'[1, {"k": []}]'}
+    for ws, text in texts.items():  # the memo warm with both: each grammar its own texts
+        grammar = compile_json_schema({"type": "array"}, GrammarOptions(whitespace=ws))
+        assert grammar.accepts(text)
+        assert not any(grammar.accepts(t) for t in texts.values() if t != text)
+
+
+def test_the_recursive_schema_puts_the_any_value_rule_at_another_id() -> None:
+    first, recursive = compiled_any(FREE_MEMBER, GrammarOptions()), compiled_any(
+        RECURSIVE, GrammarOptions()
+    )
+    assert list(first) == [1] and list(recursive) == [2]
+    assert not same(first[1], recursive[2])  # its calls spell its own id
+    assert {c for pairs in recursive[2].calls.values() for c, _ in pairs} == {2}
+
+
+def test_the_state_limit_is_part_of_the_key() -> None:
+    small, large = GrammarOptions(max_states=20_000), GrammarOptions(max_states=40_000)
+    a, b = compiled_any(FREE_MEMBER, small)[1], compiled_any(FREE_MEMBER, large)[1]
+    assert a is not b and same(a, b)
+
+
+def test_the_key_names_every_option_of_the_compiler() -> None:
+    # a new SchemaCompiler option must join the key (or be the state limit RuleBook adds)
+    params = inspect.signature(SchemaCompiler.__init__).parameters
+    values = {"whitespace": "spaced", "lenient": True, "open_objects": True,
+              "max_recursion_depth": 5, "max_any_depth": 5}  # fmt: skip
+    assert set(params) - {"self", "root", "loader", "max_states"} == set(values)
+    base = memo_key(SchemaCompiler({}))
+    for name, value in values.items():
+        assert memo_key(SchemaCompiler({}, **{name: value})) != base, name
+
+
+def test_masks_from_the_memoized_rule_equal_fresh_ones(tokenizer_info_factory) -> None:
+    from kor_cli.grammar.surface import GrammarMatcher, compile_grammar
+
+    info = tokenizer_info_factory("qwen")
+
+    def masks(schema: Any) -> list[np.ndarray]:
+        cold()
+        matcher = GrammarMatcher(compile_grammar(compile_json_schema(schema), info))
+        out = []
+        for step in (b'{"a":', b"[", b"{", b'"k":', b"[]", b"}", b"]", b"}"):
+            buf = np.zeros((1, (info.vocab_size + 31) // 32), dtype=np.int32)
+            matcher.fill_next_token_bitmask(buf, 0)
+            out.append(buf[0].copy())
+            assert matcher.accept_bytes(step), step
+        return out
+
+    compiled_any(FREE_ITEMS, GrammarOptions())  # the memo holds the rule
+    warm = masks(FREE_MEMBER)
+    shared_rules.clear()
+    fresh = masks(FREE_MEMBER)
+    assert all(np.array_equal(a, b) for a, b in zip(warm, fresh, strict=True))
