@@ -1,9 +1,11 @@
 """Subset construction and minimisation on class-compressed DFA tables.
 
 Tables are int32 [num_states, num_classes] with state 0 the dead state. Minimisation is
-Hopcroft's algorithm for partial DFAs (transitions to the dead state count as undefined,
-so only live transitions are ever scanned), followed by a canonical BFS numbering: two
-grammars with the same language get the same table.
+Moore's refinement vectorised with numpy (each round hashes every state's block and its
+successors' blocks; the result is verified exact, see `_moore`), falling back to Hopcroft's
+algorithm for partial DFAs (transitions to the dead state count as undefined, so only
+live transitions are ever scanned) when Moore would need too many rounds (long chains).
+A canonical BFS numbering follows: two grammars with the same language get the same table.
 """
 
 from __future__ import annotations
@@ -174,11 +176,72 @@ def minimize(
     table: np.ndarray, accepting: np.ndarray, start: int
 ) -> tuple[np.ndarray, np.ndarray, int]:
     """Minimal canonical DFA: (table, accepting, start); start is 1, or 0 if empty."""
-    table = trim(table, accepting, start)
-    block_of = _hopcroft(table, accepting)
+    blocks = _moore(table, accepting)
+    if blocks is not None:  # states equivalent to the dead one cannot reach acceptance
+        block_of: np.ndarray | list[int] = np.where(blocks == blocks[0], -1, blocks)
+    else:
+        table = trim(table, accepting, start)
+        block_of = _hopcroft(table, accepting)
     if block_of[start] < 0:
         return np.zeros((1, table.shape[1]), dtype=np.int32), np.zeros(1, dtype=bool), 0
     return _canonical(table, accepting, start, block_of)
+
+
+_MOORE_ROUNDS = 128  # past this many rounds (long chains) Hopcroft is cheaper
+_WEIGHTS = np.random.default_rng(20261201).integers(0, 2**62, size=4097, dtype=np.uint64) * 2 + 1
+_U = np.uint64
+
+
+def _mix(x: np.ndarray) -> np.ndarray:
+    """A 64-bit hash of each block id (splitmix64's finaliser)."""
+    x = (x.astype(np.uint64) + _U(1)) * _U(0x9E3779B97F4A7C15)
+    x ^= x >> _U(30)
+    x *= _U(0xBF58476D1CE4E5B9)
+    x ^= x >> _U(27)
+    x *= _U(0x94D049BB133111EB)
+    x ^= x >> _U(31)
+    return x
+
+
+def _moore(table: np.ndarray, accepting: np.ndarray) -> np.ndarray | None:
+    """Nerode classes of the complete DFA (state 0's class: states that cannot accept).
+
+    Each round a state's new block is a hash of its block and of (class, successor's
+    block) over its live transitions (a transition into the dead state's block adds 0, as
+    one into state 0 does). Equal signatures give equal hashes, so every round's partition
+    is at most as fine as Moore's exact one, hence as the Nerode classes; the final one is
+    then checked to be stable and to separate accepting states, which makes it at least as
+    fine: it is exact. None when it fails that check (a hash collision) or needs more than
+    `_MOORE_ROUNDS` rounds.
+    """
+    n, k = table.shape
+    src, cls = np.nonzero(table)
+    tgt = table[src, cls]
+    weight = _WEIGHTS[cls]
+    ends = np.cumsum(np.bincount(src, minlength=n))
+    starts = np.concatenate(([0], ends[:-1]))
+    blocks = accepting.astype(np.int64)
+    count = len(np.unique(blocks))
+    zero = np.zeros(1, dtype=np.uint64)
+    with np.errstate(over="ignore"):
+        for _ in range(_MOORE_ROUNDS):
+            check()
+            mixed = _mix(blocks)
+            mixed -= mixed[0]
+            sums = np.concatenate((zero, np.cumsum(weight * mixed[tgt])))
+            signature = sums[ends] - sums[starts] + mixed * _WEIGHTS[-1]
+            unique, inverse = np.unique(signature, return_inverse=True)
+            blocks = inverse.ravel()
+            if len(unique) == count:
+                break
+            count = len(unique)
+        else:
+            return None
+    rep = np.zeros(count, dtype=np.int64)
+    rep[blocks[::-1]] = np.arange(n - 1, -1, -1)  # the first state of each block
+    same = rep[blocks]
+    stable = np.array_equal(blocks[table], blocks[table[same]])
+    return blocks if stable and np.array_equal(accepting, accepting[same]) else None
 
 
 def _hopcroft(table: np.ndarray, accepting: np.ndarray) -> list[int]:
@@ -233,7 +296,7 @@ def _split_block(
 
 
 def _canonical(
-    table: np.ndarray, accepting: np.ndarray, start: int, block_of: list[int]
+    table: np.ndarray, accepting: np.ndarray, start: int, block_of: np.ndarray | list[int]
 ) -> tuple[np.ndarray, np.ndarray, int]:
     """Quotient table numbered in BFS order from the start (classes scanned in order)."""
     blocks = np.asarray(block_of, dtype=np.int64)
