@@ -96,8 +96,18 @@ def rules_and_tokens(draw: st.DrawFn) -> tuple[RuleSet, list[bytes | None]]:
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(rules_and_tokens(), st.integers(1, 400), st.integers(0, 3), st.booleans())
-def test_the_walk_splits_tokens_as_defined(drawn, budget: int, dense: int, arrays: bool) -> None:
+@given(
+    rules_and_tokens(),
+    st.integers(1, 400),
+    st.integers(0, 3),
+    st.booleans(),
+    st.sampled_from([2, 16]),
+)
+def test_the_walk_splits_tokens_as_defined(
+    drawn, budget: int, dense: int, arrays: bool, width: int
+) -> None:
+    # dense 0 with arrays: every start state is walked as arrays (`_walk_start`); width 2:
+    # the padded matrix holds two bytes of each token, the rest is walked one by one
     rules, token_bytes = drawn
     try:
         reached = rules.reachable_rules()
@@ -106,7 +116,10 @@ def test_the_walk_splits_tokens_as_defined(drawn, budget: int, dense: int, array
         raise
     info = TokenizerInfo(token_bytes)
     sorted_ = frame_walk.SortedTokens(info)
-    with mock.patch.object(frame_walk, "VECTOR_MIN", 0 if arrays else frame_walk.VECTOR_MIN):
+    with (
+        mock.patch.object(frame_walk, "VECTOR_MIN", 0 if arrays else frame_walk.VECTOR_MIN),
+        mock.patch.object(frame_walk, "WIDTH", width),
+    ):
         check_splits(rules, reached, sorted_, budget, dense, arrays)
 
 

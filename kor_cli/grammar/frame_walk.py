@@ -18,14 +18,17 @@ the bytes its calls and own edges read) are candidates unless read by bytes: the
 are recorded whole and the tokens read by bytes are taken out afterwards. A token whose
 next byte cannot be read there is dead on every stack, so it is no candidate.
 
-The walk costs the bisections it makes, so a state that reads many bytes (string bodies,
-free text) is left to `TokenIndex` (its string-body fast paths beat any walk there): a
-start state reading more than `DENSE_BYTES` bytes, or a walk past its `budget` of steps,
-returns None. Such a state's candidates come from `crossing_candidates`: a candidate must
-hold a byte that enters a crossing state (a string body: its closing quote) before its last
-byte, and few tokens do (Qwen: 1,178 of 151,643 hold a quote), so only they are walked, as
-one array. `RuleWalker` holds a rule's table in the forms these walks read (each state's
-bytes, the follow sets of its crossing states, found on first reach).
+The walk costs the bisections it makes, so a start state reading more than `DENSE_BYTES`
+bytes, or a walk past its `budget` of steps, falls back to walking every token that starts
+with a byte the state reads as one array (rows of a padded matrix of the sorted tokens:
+UTF-8 continuations, escapes, character-class loops of patterns) when at most `START_LIMIT`
+do; else (string bodies, free text) it returns None and is left to `TokenIndex`, whose
+string-body fast paths beat any walk there. Such a state's candidates come from
+`crossing_candidates`: a candidate must hold a byte that enters a crossing state (a string
+body: its closing quote) before its last byte, and few tokens do (Qwen: 1,178 of 151,643
+hold a quote), so only they are walked, as one array. `RuleWalker` holds a rule's table in
+the forms these walks read (each state's bytes, the follow sets of its crossing states,
+found on first reach).
 """
 
 from __future__ import annotations
@@ -46,6 +49,8 @@ BUDGET = 1500  # bisections and token bytes walked before giving up (about 1 ms)
 VECTOR_MIN = 24  # fewer tokens under a dense state are walked one by one
 VECTOR_MAX = 1024  # more: the walk gives up (the caller uses TokenIndex)
 CANDIDATE_LIMIT = 20_000  # tokens walked at once for a dense state's candidates
+START_LIMIT = 24_000  # at most this many tokens under a start state are walked as arrays
+WIDTH = 16  # bytes per token in the padded matrix (longer tokens finish in Python)
 _ONE = [bytes((b,)) for b in range(256)]
 
 
@@ -60,6 +65,24 @@ class SortedTokens:
         self.ids: np.ndarray = np.asarray(trie.token_ids, dtype=np.int64)
         self._holding: dict[int, np.ndarray] = {}
         self._buffer: tuple[np.ndarray, np.ndarray] | None = None
+        self._starts: list[int] | None = None
+        self._matrix: tuple[np.ndarray, np.ndarray] | None = None
+
+    def starts(self) -> list[int]:
+        """257 positions: where the tokens whose first byte is b begin (b = 0..256)."""
+        if self._starts is None:
+            tokens = self.tokens
+            self._starts = [bisect_left(tokens, _ONE[b]) for b in range(256)] + [len(tokens)]
+        return self._starts
+
+    def matrix(self) -> tuple[np.ndarray, np.ndarray]:
+        """Every token's length and its first WIDTH bytes as a zero-padded uint8 matrix
+        (made once per tokenizer, on the first array walk)."""
+        if self._matrix is None:
+            padded = _padded([data[:WIDTH] for data in self.tokens])[1]
+            lengths = np.fromiter(map(len, self.tokens), np.int64, count=len(self.tokens))
+            self._matrix = lengths, padded
+        return self._matrix
 
     def holding(self, byte: int) -> np.ndarray:
         """The positions (ascending) of the tokens that hold `byte` before their last
@@ -185,9 +208,29 @@ def walk_state(
     steps (the caller uses `TokenIndex`). `arrays` (optional): the table as int32
     [states, 256] and `follow` as bool [states, 256] (may hold more bits): with them, the
     tokens under a prefix that leads to a state reading more than `dense` bytes (an escape
-    inside a string, then its body) are walked as one array."""
-    if len(reads[state]) > dense:
-        return None
+    inside a string, then its body) are walked as one array, and so are the tokens under
+    a start state that reads many bytes or makes the walk run past its budget, when at most
+    START_LIMIT tokens start with a byte it reads (a UTF-8 continuation, an escape)."""
+    split = None
+    if len(reads[state]) <= dense:
+        split = _walk(sorted_, flat, reads, follow, state, resolve, arrays, budget, dense)
+    if split is None and arrays is not None:
+        split = _walk_start(sorted_, reads[state], state, *arrays)
+    return split
+
+
+def _walk(
+    sorted_: SortedTokens,
+    flat: Sequence[int],
+    reads: Sequence[Sequence[int]],
+    follow: Sequence[int],
+    state: int,
+    resolve: Callable[[int], int] | None,
+    arrays: tuple[np.ndarray, np.ndarray] | None,
+    budget: int,
+    dense: int,
+) -> Split | None:
+    """`walk_state`'s pruned walk (None past `budget` or at an opening quote)."""
     tokens = sorted_.tokens
     out = Split()
     stays, singles = out.stays, out.singles
@@ -211,7 +254,7 @@ def walk_state(
         if depth and arrays is not None and len(nexts) > dense and hi - lo > VECTOR_MIN:
             if hi - lo > VECTOR_MAX:  # an opening quote: TokenIndex's quote path is faster
                 return None
-            stay, crossed = _walk_range(tokens, lo, hi, depth, at, *arrays)
+            stay, crossed = _walk_range(sorted_, lo, hi, depth, at, *arrays)
             stays += stay
             singles += crossed
             budget -= (hi - lo) >> 4
@@ -255,8 +298,32 @@ def walk_state(
     return out
 
 
+def _walk_start(
+    sorted_: SortedTokens, nexts: Sequence[int], state: int, table: np.ndarray, crossing: np.ndarray
+) -> Split | None:
+    """The split from `state` with every token that starts with a byte it reads walked
+    as arrays, one range of the sorted list per run of consecutive bytes (None when more
+    than START_LIMIT tokens do)."""
+    starts = sorted_.starts()
+    ranges: list[tuple[int, int]] = []
+    for byte in nexts:
+        lo, hi = starts[byte], starts[byte + 1]
+        if ranges and ranges[-1][1] == lo:
+            ranges[-1] = (ranges[-1][0], hi)
+        elif lo < hi:
+            ranges.append((lo, hi))
+    if sum(hi - lo for lo, hi in ranges) > START_LIMIT:
+        return None
+    out = Split()
+    for lo, hi in ranges:
+        stay, crossed = _walk_range(sorted_, lo, hi, 0, state, table, crossing)
+        out.stays += stay
+        out.singles += crossed
+    return out
+
+
 def _walk_range(
-    tokens: list[bytes],
+    sorted_: SortedTokens,
     lo: int,
     hi: int,
     depth: int,
@@ -265,12 +332,44 @@ def _walk_range(
     crossing: np.ndarray,
 ) -> tuple[list[int], list[int]]:
     """The tokens lo..hi (sharing a prefix of length `depth` that leads to `state`, none of
-    that length) read by bytes, and those that meet a crossing state then die, walked as
-    one array."""
-    lengths, padded = _padded([tokens[p][depth:] for p in range(lo, hi)])
-    now, crossed = _walk_padded(lengths, padded, state, table, crossing, True)
+    that length) read by bytes, and those that meet a crossing state (after their first
+    byte) then die, walked as one array."""
     positions = np.arange(lo, hi)
+    now, crossed = _walk_positions(sorted_, positions, depth, state, table, crossing, depth > 0)
     return positions[now != 0].tolist(), positions[crossed & (now == 0)].tolist()
+
+
+def _walk_positions(
+    sorted_: SortedTokens,
+    positions: np.ndarray,
+    depth: int,
+    state: int,
+    table: np.ndarray,
+    crossing: np.ndarray,
+    started: bool,
+) -> tuple[np.ndarray, np.ndarray]:
+    """`_walk_padded` over the tokens at `positions` (ascending) from byte `depth` on: the
+    rows of the tokenizer's padded matrix, and the bytes past WIDTH one by one."""
+    if depth >= WIDTH:
+        lengths, padded = _padded([sorted_.tokens[p][depth:] for p in positions.tolist()])
+        return _walk_padded(lengths, padded, state, table, crossing, started)
+    all_lengths, matrix = sorted_.matrix()
+    if len(positions) and positions[-1] - positions[0] + 1 == len(positions):
+        rows = slice(int(positions[0]), int(positions[-1]) + 1)  # a range: views, no copy
+        lengths, padded = all_lengths[rows] - depth, matrix[rows, depth:]
+    else:
+        lengths, padded = all_lengths[positions] - depth, matrix[positions, depth:]
+    now, crossed = _walk_padded(lengths, padded, state, table, crossing, started)
+    width = WIDTH - depth
+    for row in np.flatnonzero((lengths > width) & (now != 0)).tolist():
+        at, met = int(now[row]), bool(crossed[row])
+        for byte in sorted_.tokens[int(positions[row])][WIDTH:]:
+            met |= bool(crossing[at, byte])
+            at = int(table[at, byte])
+            if not at:
+                break
+        now[row], crossed[row] = at, met
+    return now, crossed
 
 
 def _padded(chosen: list[bytes]) -> tuple[np.ndarray, np.ndarray]:
@@ -297,18 +396,24 @@ def _walk_padded(
     token costs only its own steps."""
     now = np.full(len(lengths), state, dtype=np.int64)
     crossed = np.zeros(len(lengths), dtype=bool)
-    rows = np.arange(len(lengths))
+    steps, cross = np.ravel(table), np.ravel(crossing)
+    rows, at, left = np.arange(len(lengths)), now, lengths
     for offset in range(padded.shape[1]):
-        if offset % 4 == 0 and offset:
-            rows = rows[(lengths.take(rows) > offset) & (now.take(rows) != 0)]
-            if not len(rows):
-                break
-        byte = padded[rows, offset]
-        reading = lengths.take(rows) > offset
-        at = now.take(rows)
+        if offset:
+            going = (left > offset) & (at != 0)
+            if not going.all():
+                now[rows[~going]] = at[~going]
+                rows, at, left = rows[going], at[going], left[going]
+                if not len(rows):
+                    break
+        index = at * 256 + padded[:, offset].take(rows)
         if offset or started:
-            crossed[rows] |= reading & crossing[at, byte]
-        now[rows] = np.where(reading, table[at, byte], at)
+            met = cross.take(index)
+            if met.any():
+                crossed[rows[met]] = True
+        at = steps.take(index)
+    else:
+        now[rows] = at
     return now, crossed
 
 
@@ -352,8 +457,7 @@ def crossing_candidates(
         return None
     if not len(positions):
         return positions
-    lengths, padded = _padded([sorted_.tokens[p] for p in positions.tolist()])
-    now, crossed = _walk_padded(lengths, padded, state, table, crossing, False)
+    now, crossed = _walk_positions(sorted_, positions, 0, state, table, crossing, False)
     return sorted_.ids[positions[crossed & (now == 0)]]
 
 
@@ -372,6 +476,10 @@ def split_words(sorted_: SortedTokens, split: Split, words: int) -> tuple[np.nda
 
 def _words(ids: np.ndarray, words: int) -> np.ndarray:
     """Packed words with the bits of token `ids` set."""
+    if len(ids) > 512:  # many: through a bool array (ufunc.at is slow per element)
+        bits = np.zeros(words * 32, dtype=bool)
+        bits[ids] = True
+        return np.packbits(bits, bitorder="little").view("<u4")
     out = np.zeros(words, dtype="<u4")
     if len(ids):
         np.bitwise_or.at(out, ids >> 5, np.left_shift(1, ids & 31).astype("<u4"))
