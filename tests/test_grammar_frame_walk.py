@@ -66,6 +66,20 @@ def brute_split(
     return stays, candidates
 
 
+def escape_depth(table: RuleTable, follow: list[int], state: int, data: bytes) -> int | None:
+    """Where `data`'s byte path from `state` reaches a final state, when it meets no crossing
+    state that can read its next byte before (after its first byte) and has bytes left."""
+    for offset, byte in enumerate(data):
+        if offset and table.final[state]:
+            return offset
+        if offset and follow[state] >> byte & 1:
+            return None
+        state = int(table.table[state, byte])
+        if not state:
+            return None
+    return None
+
+
 @st.composite
 def rules_and_tokens(draw: st.DrawFn) -> tuple[RuleSet, list[bytes | None]]:
     pieces = st.binary(min_size=0, max_size=3).map(lambda b: bytes(ALPHABET[x % 10] for x in b))
@@ -149,6 +163,7 @@ def check_splits(
                 (table.table, crossing) if arrays else None,
                 budget,
                 dense,
+                table.final,
             )
             if split is None:  # over budget or dense: the caller uses the token indexes
                 assert budget < 400 or len(reads[state]) > dense
@@ -157,13 +172,18 @@ def check_splits(
             assert sorted(split.stays) == sorted(stays)
             assert len(split.stays) == len(set(split.stays))
             found = {p for lo, hi in split.ranges for p in range(lo, hi)} | set(split.singles)
-            assert found - stays == candidates
+            escaping = {p: depth for lo, hi, depth in split.escapes for p in range(lo, hi)}
+            assert not found & escaping.keys()
+            assert (found | escaping.keys()) - stays == candidates
+            for position, depth in escaping.items():  # a final state first met at `depth`
+                assert escape_depth(table, follow, state, sorted_.tokens[position]) == depth
             check_crossing_candidates(sorted_, table, follow, state, candidates)
             words = int(sorted_.ids.max(initial=0)) // 32 + 1
             got_stays, got_candidates = frame_walk.split_words(sorted_, split, words)
             ids = sorted_.ids
             assert set(np.flatnonzero(unpack(got_stays))) == {int(ids[p]) for p in stays}
-            assert set(np.flatnonzero(unpack(got_candidates))) == {int(ids[p]) for p in candidates}
+            walked = candidates - escaping.keys()
+            assert set(np.flatnonzero(unpack(got_candidates))) == {int(ids[p]) for p in walked}
 
 
 def check_crossing_candidates(
@@ -226,7 +246,7 @@ def frames_both_ways(rules: RuleSet, info: TokenizerInfo) -> int:
                 want = indexed.get(rule_id, state)
                 got = walked.get(rule_id, state)
                 assert np.array_equal(got.stays, want.stays), (rule_id, state)
-                assert got.ends == want.ends and got.escapes == want.escapes, (rule_id, state)
+                assert got.ends == want.ends and got.escapes() == want.escapes(), (rule_id, state)
                 frames += 1
     return frames
 
@@ -277,7 +297,7 @@ def test_rules_of_one_subschema_share_their_frames(tokenizer_info_factory) -> No
             want = apart.get(rule_id, state)
             assert got is frames[(same_of[rule_id], state)]
             assert np.array_equal(got.stays, want.stays)
-            assert got.ends == want.ends and got.escapes == want.escapes
+            assert got.ends == want.ends and got.escapes() == want.escapes()
     assert len({id(frame) for frame in frames.values()}) < len(frames)
 
 

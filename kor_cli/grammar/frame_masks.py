@@ -6,8 +6,9 @@ For a top frame (rule, state) the tokens split three ways:
   and return from them). Allowed whatever lies below: context-independent, computed once
   per (rule, state) and kept as packed words.
 - `escapes`: tokens that can only be read by ending the frame after at least one byte and
-  letting the caller read the rest (`},`, `}]`, `"}`...). Few; the matcher checks each
-  against the real stack (`pushdown`).
+  letting the caller read the rest (`},`, `}]`, `"}`...). The matcher checks those whose
+  rest starts with a byte the real caller reads against the real stack (`pushdown`); they
+  are kept as rows and grouped by that byte on first use (`frame_escapes`).
 - the frame ending before the first byte (`ends`: the state can reach acceptance without a
   byte) is the caller's business: the matcher ORs in the mask of the stack below.
 
@@ -27,7 +28,9 @@ trie walks) on two tables per rule:
 
 States that read few bytes (keys, punctuation, digits: most of a JSON grammar) skip both
 tables: a pruned walk of the sorted token list (`frame_walk`) splits their tokens the same
-way (tokens read by bytes; candidates) at a fraction of a trie walk's cost.
+way (tokens read by bytes; candidates) at a fraction of a trie walk's cost. The walk also
+tells apart the tokens whose byte path reaches a final state (accepting, no byte, no call)
+with no crossing state before it: they escape there and only there, unsimulated.
 
 Rules with equal tables, accepting states and calls (one subschema reached from several
 places, as JSON-RPC's `value` is) share their frame masks (`same_rule`); rules with equal
@@ -48,11 +51,12 @@ import weakref
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 
 from kor_cli.grammar.frame_cache import frames_path, read_frames, write_frames
+from kor_cli.grammar.frame_escapes import FrameMask, frame_mask, stored_rows
 from kor_cli.grammar.frame_walk import (
     RuleWalker,
     crossing_candidates,
@@ -63,24 +67,6 @@ from kor_cli.grammar.frame_walk import (
 from kor_cli.grammar.index import TokenIndex
 from kor_cli.grammar.stacks import CONTEXT, ESCAPES, STAYS, RuleTable, Stacks
 from kor_cli.grammar.vocab import TokenizerInfo
-
-
-class Escape(NamedTuple):
-    """The escaping tokens that leave `suffix` for the caller to read."""
-
-    suffix: bytes
-    tokens: tuple[int, ...]
-
-
-@dataclass(frozen=True)
-class FrameMask:
-    """The token masks of one top frame (see the module docstring)."""
-
-    stays: np.ndarray  # packed <u4 words, stop ids never set
-    escapes: dict[int, tuple[Escape, ...]]  # first byte the caller reads → escapes
-    ends: bool  # the frame can end before reading a byte
-    escape_bytes: int = 0  # the keys of `escapes` as a 256-bit int
-    escape_tokens: tuple[int, ...] = ()  # every escaping token
 
 
 class _TableDFA:
@@ -138,8 +124,10 @@ class FrameMasks:
         self.cache_path: Path | None = None
         if cache_dir is not None and stacks.rules.keyed:
             self.cache_path = frames_path(cache_dir, stacks.rules.key(), info.fingerprint)
+            token_bytes = info.token_bytes
             for key, stays, ends, escapes in read_frames(self.cache_path, self.words) or ():
-                self._masks[key] = _frame_mask(stays, ends, escapes)
+                rows = stored_rows(escapes, token_bytes)
+                self._masks[key] = frame_mask(stays, ends, token_bytes, rows)
             _UNSAVED.add(self)
         self._saved = len(self._masks)
 
@@ -149,7 +137,7 @@ class FrameMasks:
         if self.cache_path is None or len(self._masks) <= self._saved:
             return
         stored = [
-            (key, m.stays, m.ends, [(e.suffix, e.tokens) for g in m.escapes.values() for e in g])
+            (key, m.stays, m.ends, [(e.suffix, e.tokens) for g in m.escapes().values() for e in g])
             for key, m in self._masks.items()
         ]
         write_frames(self.cache_path, stored, self.words)
@@ -192,38 +180,44 @@ class FrameMasks:
 
     def _build(self, rule_id: int, state: int) -> FrameMask:
         table = self.stacks.table(rule_id)
+        token_bytes = self.info.token_bytes
         if not state or table.final[state]:
-            return FrameMask(np.zeros(self.words, dtype="<u4"), {}, bool(state))
+            return frame_mask(np.zeros(self.words, dtype="<u4"), bool(state), token_bytes)
         rules = self.stacks.rules
         here = rules.epsilon_states(rule_id, state) if self._calls else [state]
         stays = np.zeros(self.words, dtype="<u4")
         candidates = np.zeros(self.words, dtype="<u4")
+        walked: list[tuple[np.ndarray, np.ndarray]] = []  # escapes the walks told apart
         for at in here:
-            by_bytes, crossing = self._split(rule_id, table, at)
+            by_bytes, crossing, escapes = self._split(rule_id, table, at)
             stays |= by_bytes
             if crossing is not None:
                 candidates |= crossing
-        extra: set[int] = set()
+            for lo, hi, depth in escapes:
+                walked.append((self._sorted.ids[lo:hi], np.full(hi - lo, depth, np.int64)))
+        extra: list[np.ndarray] = []
         for at in here:
             for callee, _ in table.calls.get(at, ()):
                 inner = self.get(callee, self.stacks.table(callee).start)
                 stays |= inner.stays
-                extra.update(inner.escape_tokens)
+                extra.append(inner.escape_tokens)
         stays &= self._keep
         candidates &= self._keep & ~stays
-        if extra:
-            _set(candidates, np.fromiter(extra, dtype=np.int64, count=len(extra)))
+        called = np.unique(np.concatenate(extra)) if extra else np.zeros(0, np.int64)
+        if len(called):
+            _set(candidates, called)
             candidates &= ~stays
-        ids = _ids(candidates, self.info.vocab_size).tolist()
-        by_suffix: dict[bytes, list[int]] = {}
+        ids_array = _ids(candidates, self.info.vocab_size)
+        rows = [_less(walked, stays, ids_array)] if walked else []
+        ids = ids_array.tolist()
         if ids:
             base = self.stacks.push(CONTEXT, rule_id, state)
-            token_bytes = self.info.token_bytes
             self.candidates += len(ids)
             kinds: list[tuple[int, int] | None] = [None] * len(ids)
             if len(here) == 1:  # most candidates only end the frame: no simulation needed
+                extra_set = set(called.tolist())
                 kinds = [
-                    None if t in extra else _by_bytes(table, state, token_bytes[t] or b"")
+                    None if t in extra_set else _by_bytes(table, state, token_bytes[t] or b"")
                     for t in ids
                 ]
             slow = [i for i, kind in enumerate(kinds) if kind is None]
@@ -233,23 +227,26 @@ class FrameMasks:
             known = [kind or (0, 0) for kind in kinds]
             staying = [t for t, (kind, _) in zip(ids, known, strict=True) if kind == STAYS]
             _set(stays, np.asarray(staying, dtype=np.int64))
-            for token, (kind, offsets) in zip(ids, known, strict=True):
-                if kind == ESCAPES:
-                    data = token_bytes[token] or b""
-                    while offsets:
-                        at = offsets.bit_length() - 1
-                        by_suffix.setdefault(data[at:], []).append(token)
-                        offsets ^= 1 << at
+            escaping: list[int] = []
+            offsets: list[int] = []
+            for token, (kind, where) in zip(ids, known, strict=True):
+                while kind == ESCAPES and where:
+                    at = where.bit_length() - 1
+                    escaping.append(token)
+                    offsets.append(at)
+                    where ^= 1 << at
+            rows.append((np.asarray(escaping, np.int64), np.asarray(offsets, np.int64)))
         ends = any(table.accepting[at] for at in here)
-        return _frame_mask(stays, ends, [(x, tuple(t)) for x, t in sorted(by_suffix.items())])
+        return frame_mask(stays, ends, token_bytes, rows)
 
     def _split(
         self, rule_id: int, table: RuleTable, at: int
-    ) -> tuple[np.ndarray, np.ndarray | None]:
+    ) -> tuple[np.ndarray, np.ndarray | None, list[tuple[int, int, int]]]:
         """The tokens read by bytes alone from state `at` of a rule, and (with calls) the
-        candidates: those that meet a crossing state after a byte and die by bytes later.
-        A pruned walk of the sorted tokens (`frame_walk`) where the state reads few bytes,
-        else the rule's two token indexes."""
+        candidates: those that meet a crossing state after a byte and die by bytes later,
+        less the `escapes` (ranges of the sorted tokens and where they escape) the walk
+        tells apart. A pruned walk of the sorted tokens (`frame_walk`) where the state reads
+        few bytes, else the rule's two token indexes."""
         walker = self._walkers.get(rule_id)
         if walker is None:
             walker = self._walkers[rule_id] = RuleWalker(self.stacks, rule_id, table)
@@ -261,20 +258,23 @@ class FrameMasks:
             at,
             walker.resolve,
             (table.table, walker.crossing_table()),
+            final=table.final,
         )
         if split is not None:
             by_bytes, crossing = split_words(self._sorted, split, self.words)
-            return by_bytes, crossing if self._calls else None
+            if not self._calls:
+                return by_bytes, None, []
+            return by_bytes, crossing, split.escapes
         indexes = self._rule_indexes(rule_id, table)
         by_bytes = indexes.by_bytes.packed(at)
         if indexes.crossing is None:
-            return by_bytes, None
+            return by_bytes, None, []
         ids = crossing_candidates(
             self._sorted, table.table, walker.crossing_table(), at, walker.entries(at)
         )
         if ids is not None:
-            return by_bytes, _words(ids, self.words) & ~by_bytes
-        return by_bytes, indexes.crossing.packed(indexes.size + at) & ~by_bytes
+            return by_bytes, _words(ids, self.words) & ~by_bytes, []
+        return by_bytes, indexes.crossing.packed(indexes.size + at) & ~by_bytes, []
 
     def _rule_indexes(self, rule_id: int, table: RuleTable) -> _RuleIndexes:
         found = self._indexes.get(rule_id)
@@ -345,20 +345,6 @@ def save_frame_caches() -> None:
 atexit.register(save_frame_caches)
 
 
-def _frame_mask(
-    stays: np.ndarray, ends: bool, escapes: list[tuple[bytes, tuple[int, ...]]]
-) -> FrameMask:
-    """A `FrameMask` from its stays words, `ends`, and (suffix, tokens) escapes sorted by
-    suffix."""
-    grouped: dict[int, list[Escape]] = {}
-    for suffix, tokens in escapes:
-        grouped.setdefault(suffix[0], []).append(Escape(suffix, tokens))
-    frozen = {byte: tuple(group) for byte, group in grouped.items()}
-    escape_bytes = sum(1 << byte for byte in frozen)
-    every = tuple(sorted({t for _, tokens in escapes for t in tokens}))
-    return FrameMask(stays, frozen, ends, escape_bytes, every)
-
-
 def _crossing_dfa(table: np.ndarray, crossing: np.ndarray) -> Any:
     """States 0..n-1: the rule's, except that the `crossing` ones (a call, accepting) send
     every byte to X = 2n; states n..2n-1: copies reading their first byte by byte edges only.
@@ -376,6 +362,19 @@ def _crossing_dfa(table: np.ndarray, crossing: np.ndarray) -> Any:
     accepting[cross] = True
     accepting[0] = accepting[size] = False
     return _TableDFA(out, accepting, size + 1 if size > 1 else cross, "crossing")
+
+
+def _less(
+    walked: list[tuple[np.ndarray, np.ndarray]], stays: np.ndarray, candidates: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """The escape rows the walks found, less the tokens that stay or are candidates (the
+    simulation tells all of their ways)."""
+    tokens = np.concatenate([t for t, _ in walked])
+    offsets = np.concatenate([o for _, o in walked])
+    keep = (stays[tokens >> 5] >> (tokens & 31).astype("<u4")) & 1 == 0
+    if len(candidates):
+        keep &= ~np.isin(tokens, candidates)
+    return tokens[keep], offsets[keep]
 
 
 def _by_bytes(table: RuleTable, state: int, data: bytes) -> tuple[int, int] | None:

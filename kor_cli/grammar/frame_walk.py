@@ -181,12 +181,15 @@ class RuleWalker:
 class Split:
     """What a walk from one state found, as positions in the sorted token list."""
 
-    __slots__ = ("stays", "ranges", "singles")
+    __slots__ = ("stays", "ranges", "singles", "escapes")
 
     def __init__(self) -> None:
         self.stays: list[int] = []  # tokens read by bytes alone
         self.ranges: list[tuple[int, int]] = []  # candidates, less those in `stays`
         self.singles: list[int] = []  # candidates found one by one
+        # (lo, hi, depth): tokens that reach a final state after `depth` bytes, meeting no
+        # crossing state before it: each escapes there and only there (no simulation)
+        self.escapes: list[tuple[int, int, int]] = []
 
 
 def walk_state(
@@ -199,6 +202,7 @@ def walk_state(
     arrays: tuple[np.ndarray, np.ndarray] | None = None,
     budget: int = BUDGET,
     dense: int = DENSE_BYTES,
+    final: Sequence[bool] | None = None,
 ) -> Split | None:
     """Split the tokens from `state` of a rule: `flat[s << 8 | b]` is the rule's pruned
     table (0: dead), `reads[s]` the bytes state s reads (ascending), `follow[s]` 0 where s
@@ -210,10 +214,12 @@ def walk_state(
     tokens under a prefix that leads to a state reading more than `dense` bytes (an escape
     inside a string, then its body) are walked as one array, and so are the tokens under
     a start state that reads many bytes or makes the walk run past its budget, when at most
-    START_LIMIT tokens start with a byte it reads (a UTF-8 continuation, an escape)."""
+    START_LIMIT tokens start with a byte it reads (a UTF-8 continuation, an escape).
+    `final` (optional): the states that accept and neither read nor call: the tokens that
+    reach one are `escapes` instead of candidates, unless a crossing state came first."""
     split = None
     if len(reads[state]) <= dense:
-        split = _walk(sorted_, flat, reads, follow, state, resolve, arrays, budget, dense)
+        split = _walk(sorted_, flat, reads, follow, state, resolve, arrays, budget, dense, final)
     if split is None and arrays is not None:
         split = _walk_start(sorted_, reads[state], state, *arrays)
     return split
@@ -229,14 +235,16 @@ def _walk(
     arrays: tuple[np.ndarray, np.ndarray] | None,
     budget: int,
     dense: int,
+    final: Sequence[bool] | None = None,
 ) -> Split | None:
     """`walk_state`'s pruned walk (None past `budget` or at an opening quote)."""
     tokens = sorted_.tokens
     out = Split()
     stays, singles = out.stays, out.singles
-    todo = [(0, len(tokens), 0, state)]
+    todo = [(0, len(tokens), 0, state, False)]  # ..., inside a range of candidates
     while todo:
-        lo, hi, depth, at = todo.pop()
+        lo, hi, depth, at, inside = todo.pop()
+        cover = ANY if inside else 0  # the next bytes that keep the tokens candidates
         if depth:
             while lo < hi and len(tokens[lo]) == depth:  # the prefix is a token: by bytes
                 stays.append(lo)
@@ -246,10 +254,15 @@ def _walk(
             bits = follow[at]
             if bits == UNKNOWN:
                 bits = resolve(at) if resolve is not None else ANY
+            if bits == ANY and not inside and final is not None and final[at]:
+                out.escapes.append((lo, hi, depth))
+                continue
             if bits == ANY:
                 out.ranges.append((lo, hi))
+                cover = ANY
             elif bits:
                 budget -= _ranges_after(tokens, lo, hi, depth, bits, out.ranges)
+                cover |= bits
         nexts = reads[at]
         if depth and arrays is not None and len(nexts) > dense and hi - lo > VECTOR_MIN:
             if hi - lo > VECTOR_MAX:  # an opening quote: TokenIndex's quote path is faster
@@ -293,7 +306,7 @@ def _walk(
                 break
             last = bisect_left(tokens, prefix + _ONE[byte + 1], first, hi) if byte < 255 else hi
             if first < last:
-                todo.append((first, last, depth + 1, flat[at << 8 | byte]))
+                todo.append((first, last, depth + 1, flat[at << 8 | byte], cover >> byte & 1))
             lo = last
     return out
 

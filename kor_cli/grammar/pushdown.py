@@ -103,12 +103,12 @@ class PushdownGrammar:
             rule_id, state, below = stacks.frame(at)
             frame = frames.get(rule_id, state)
             words |= frame.stays
-            follow = stacks.next_bytes((below,)) & frame.escape_bytes if frame.escapes else 0
+            follow = stacks.next_bytes((below,)) & frame.escape_bytes if frame.escape_bytes else 0
             read: list[int] = []
             while follow:  # the escapes whose first byte after the frame the caller reads
                 byte = follow.bit_length() - 1
                 follow ^= 1 << byte
-                for escape in frame.escapes[byte]:
+                for escape in frame.escapes_at(byte):
                     if self._reads(below, escape.suffix):
                         read += escape.tokens
             if read:

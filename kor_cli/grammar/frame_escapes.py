@@ -1,0 +1,117 @@
+"""A frame's masks as `pushdown` reads them, with its escaping tokens grouped on use.
+
+A frame mask (`frame_masks`) holds the tokens that stay in the frame (packed words) and
+the *escapes*: tokens read by ending the frame after some bytes, the caller reading the
+rest (the suffix). The matcher only needs the escapes whose suffix starts with a byte the
+real caller can read next, so they are kept as flat rows (token, offset, the byte at that
+offset) and grouped into (suffix, tokens) by that byte the first time a stack asks for it
+(`escapes_at`): after `}` a tokenizer has hundreds of tokens (`})`, `});`, `}\\n`, ...) and
+a compact JSON caller reads only `,`, `]` and `}` there.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import NamedTuple
+
+import numpy as np
+
+_NONE = np.zeros(0, dtype=np.int64)
+
+
+class Escape(NamedTuple):
+    """The escaping tokens that leave `suffix` for the caller to read."""
+
+    suffix: bytes
+    tokens: tuple[int, ...]
+
+
+class FrameMask:
+    """The token masks of one top frame (see `frame_masks`): `stays` (packed <u4 words, stop
+    ids never set), `ends` (the frame can end before reading a byte), and the escape rows:
+    token ids, where each escapes (the caller reads from that byte on) and the byte there
+    (`firsts`); `escape_bytes`: every first byte of a suffix, as a 256-bit int."""
+
+    __slots__ = (
+        "stays", "ends", "tokens", "offsets", "firsts", "token_bytes", "escape_bytes", "_grouped"
+    )  # fmt: skip
+
+    def __init__(
+        self,
+        stays: np.ndarray,
+        ends: bool,
+        tokens: np.ndarray = _NONE,
+        offsets: np.ndarray = _NONE,
+        firsts: np.ndarray = _NONE,
+        token_bytes: Sequence[bytes | None] = (),
+        escape_bytes: int = 0,
+    ) -> None:
+        self.stays, self.ends = stays, ends
+        self.tokens, self.offsets, self.firsts = tokens, offsets, firsts
+        self.token_bytes, self.escape_bytes = token_bytes, escape_bytes
+        self._grouped: dict[int, tuple[Escape, ...]] = {}
+
+    @property
+    def escape_tokens(self) -> np.ndarray:
+        """Every escaping token (ascending, int64)."""
+        return np.unique(self.tokens)
+
+    def escapes_at(self, byte: int) -> tuple[Escape, ...]:
+        """The escapes whose suffix starts with `byte`, by suffix (tokens ascending)."""
+        found = self._grouped.get(byte)
+        if found is None:
+            rows = np.flatnonzero(self.firsts == byte)
+            by_suffix: dict[bytes, list[int]] = {}
+            token_bytes = self.token_bytes
+            for token, at in zip(
+                self.tokens[rows].tolist(), self.offsets[rows].tolist(), strict=True
+            ):
+                by_suffix.setdefault((token_bytes[token] or b"")[at:], []).append(token)
+            found = tuple(Escape(x, tuple(sorted(t))) for x, t in sorted(by_suffix.items()))
+            self._grouped[byte] = found
+        return found
+
+    def escapes(self) -> dict[int, tuple[Escape, ...]]:
+        """Every escape, grouped by the first byte of its suffix."""
+        bits, out = self.escape_bytes, {}
+        while bits:
+            byte = (bits & -bits).bit_length() - 1
+            bits &= bits - 1
+            out[byte] = self.escapes_at(byte)
+        return out
+
+
+def frame_mask(
+    stays: np.ndarray,
+    ends: bool,
+    token_bytes: Sequence[bytes | None],
+    rows: Iterable[tuple[np.ndarray, np.ndarray]] = (),
+) -> FrameMask:
+    """A `FrameMask` from its stays words, `ends`, and escape rows as (token ids, offsets)
+    arrays (a token may escape at several offsets: one row each)."""
+    parts = [(t, o) for t, o in rows if len(t)]
+    if not parts:
+        return FrameMask(stays, ends, token_bytes=token_bytes)
+    keys = np.unique(np.concatenate([t.astype(np.int64) << 16 | o for t, o in parts]))
+    tokens, offsets = keys >> 16, keys & 0xFFFF  # one row per (token, offset), ascending
+    pairs = zip(tokens.tolist(), offsets.tolist(), strict=True)
+    firsts = np.fromiter(
+        ((token_bytes[t] or b"\0")[o] for t, o in pairs), dtype=np.uint8, count=len(tokens)
+    )
+    present = np.zeros(256, dtype=bool)
+    present[firsts] = True
+    escape_bytes = int.from_bytes(np.packbits(present, bitorder="little").tobytes(), "little")
+    return FrameMask(stays, ends, tokens, offsets, firsts, token_bytes, escape_bytes)
+
+
+def stored_rows(
+    escapes: Iterable[tuple[bytes, Sequence[int]]], token_bytes: Sequence[bytes | None]
+) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Escape rows from (suffix, tokens) pairs (as the disk cache keeps them)."""
+    tokens: list[int] = []
+    offsets: list[int] = []
+    for suffix, group in escapes:
+        for token in group:
+            tokens.append(token)
+            offsets.append(len(token_bytes[token] or b"") - len(suffix))
+    return [(np.asarray(tokens, dtype=np.int64), np.asarray(offsets, dtype=np.int64))]

@@ -1,0 +1,35 @@
+"""frame_escapes: escape rows grouped by the first byte of their suffix, on use."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from kor_cli.grammar.frame_escapes import Escape, frame_mask, stored_rows
+
+TOKENS = [b"}", b"},", b"}]", b"},{", b"}}", b"a}", b"a},", None]
+
+
+def rows(pairs: list[tuple[int, int]]) -> list[tuple[np.ndarray, np.ndarray]]:
+    return [(np.asarray([t for t, _ in pairs]), np.asarray([o for _, o in pairs]))]
+
+
+def test_escapes_are_grouped_by_the_byte_the_caller_reads() -> None:
+    # token 6 (a},) escapes after `a` and after `a}`; rows repeat (two walks found one)
+    pairs = [(1, 1), (2, 1), (3, 1), (4, 1), (6, 1), (6, 2), (3, 1)]
+    mask = frame_mask(np.zeros(1, dtype="<u4"), False, TOKENS, rows(pairs))
+    assert mask.escape_bytes == 1 << ord(",") | 1 << ord("]") | 1 << ord("}")
+    assert mask.escapes_at(ord(",")) == (Escape(b",", (1, 6)), Escape(b",{", (3,)))
+    assert mask.escapes_at(ord("}")) == (Escape(b"}", (4,)), Escape(b"},", (6,)))
+    assert mask.escapes_at(ord("x")) == ()
+    assert mask.escape_tokens.tolist() == [1, 2, 3, 4, 6]
+    grouped = mask.escapes()
+    assert sorted(grouped) == [ord(","), ord("]"), ord("}")]
+    stored = [(e.suffix, e.tokens) for group in grouped.values() for e in group]
+    again = frame_mask(mask.stays, False, TOKENS, stored_rows(stored, TOKENS))
+    assert again.escapes() == grouped
+
+
+def test_a_frame_without_escapes() -> None:
+    mask = frame_mask(np.zeros(1, dtype="<u4"), True, TOKENS)
+    assert mask.ends and mask.escape_bytes == 0 and mask.escapes() == {}
+    assert mask.escape_tokens.tolist() == []
