@@ -86,8 +86,9 @@ def test_memo_never_serves_a_rule_of_other_options_or_ids(schema: Any) -> None:
 
 
 def test_the_recursive_schema_puts_the_any_value_rule_at_another_id() -> None:
-    first, recursive = compiled_any(FREE_MEMBER, GrammarOptions()), compiled_any(
-        RECURSIVE, GrammarOptions()
+    first, recursive = (
+        compiled_any(FREE_MEMBER, GrammarOptions()),
+        compiled_any(RECURSIVE, GrammarOptions()),
     )
     assert list(first) == [1] and list(recursive) == [2]
     assert not same(first[1], recursive[2])  # its calls spell its own id
@@ -132,3 +133,27 @@ def test_masks_from_the_memoized_rule_equal_fresh_ones(tokenizer_info_factory) -
     shared_rules.clear()
     fresh = masks(FREE_MEMBER)
     assert all(np.array_equal(a, b) for a, b in zip(warm, fresh, strict=True))
+
+
+def test_fixed_automata_are_built_once_and_spell_what_their_asts_spell() -> None:
+    from kor_cli.grammar import charset as cs
+    from kor_cli.grammar.ast import Automaton, repeat, seq
+    from kor_cli.grammar.fsm import compile_ast
+    from kor_cli.grammar.json_numbers import any_number
+    from kor_cli.grammar.json_values import QUOTE, any_char, json_char, string_node
+
+    assert isinstance(any_char(), Automaton) and any_char() is any_char()
+    assert isinstance(string_node(), Automaton) and string_node() is string_node()
+    assert any_number() is any_number()
+    dfa_cache.clear()
+    char = compile_ast(json_char(cs.ALL))
+    assert any_char().dfa.fingerprint() == char.fingerprint()
+    text = compile_ast(seq(QUOTE, repeat(json_char(cs.ALL), 0, None), QUOTE))
+    assert string_node().dfa.fingerprint() == text.fingerprint()
+    for good, bad in ((b'"a\\n\\u0001\xc3\xa9"', b'"\x01"'), (b'""', b'"\\x"')):
+        assert string_node().dfa.accepts(good) and not string_node().dfa.accepts(bad)
+    bounded = compile_ast(string_node(1, 2))
+    assert bounded.accepts(b'"\\"\xe2\x82\xac"') and not bounded.accepts(b'"abc"')
+    assert compile_ast(any_number()).accepts(b"-1.5e3")
+    costs = shared_rules.one_offs()
+    assert costs["automata"] >= 2 and costs["automata_ms"] > 0

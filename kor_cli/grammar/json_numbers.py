@@ -14,7 +14,6 @@ may accept, for the subtractions of `not`/`oneOf`/`if`.
 
 from __future__ import annotations
 
-import functools
 import math
 from decimal import Decimal
 
@@ -36,6 +35,7 @@ from kor_cli.grammar.ast import (
 )
 from kor_cli.grammar.fsm import compile_ast, minimal
 from kor_cli.grammar.json_values import format_number
+from kor_cli.grammar.shared_rules import once
 
 DIGIT = byte_range(0x30, 0x39)
 NONZERO = byte_range(0x31, 0x39)
@@ -265,7 +265,7 @@ def value_spellings(value: int | float | Decimal) -> Node:
     return alt(literal(text), zeros, SCIENTIFIC)
 
 
-@functools.cache
+@once
 def any_number() -> Node:
     """Every number, in every accepted spelling."""
     return settled_spellings(NUMBER, True)

@@ -1,52 +1,76 @@
-"""A process-wide memo of schema-independent rules: built once per process, not per schema.
+"""Process-wide memos of schema-independent pieces: built once per process, not per schema.
 
-The "any value" rule at a name-free location (`json_containers.any_call`: `{}`, `true`,
-free items and members; rule 1 of most small schemas) is the same for every schema
+Rules. The "any value" rule at a name-free location (`json_containers.any_call`: `{}`,
+`true`, free items and members; rule 1 of most small schemas) is the same for every schema
 compiled with the same options: one level of value (scalars, `[` items `]`, `{` members
 `}`) calling itself. Building its DFA costs a few milliseconds, so a cold compile paid
-that for every schema. Here such a rule is kept, split into a `rules.Rule`, for the rest
-of the process.
+that for every schema. `shared_rule` keeps such a rule, split into a `rules.Rule`, for the
+rest of the process. Keys are tight by construction: the caller's key names every compiler
+option that could shape the rule (whitespace, lenient, open_objects, the recursion and
+any-value depths), and `RuleBook` adds the rule's id (its calls to itself spell the id in
+the DFA) and the state limit. An option missing from the key would be a wrong rule, so the
+key lists all of `SchemaCompiler`'s options, not only those known to matter (a test checks
+it; more keys only cost a build).
 
-Keys are tight by construction: the caller's key names every compiler option that could
-shape the rule (whitespace, lenient, open_objects, the recursion and any-value depths),
-and `RuleBook` adds the rule's id (its calls to itself spell the id in the DFA) and the
-state limit. An option missing from the key would be a wrong rule, so the key lists all
-of `SchemaCompiler`'s options, not only those known to matter (more keys only cost a
-build). `dfa_cache.clear()` (a benchmark's cold compile) does not drop this memo: it is a
-one-off per process, reported as such beside the figures (README). `clear()` drops it.
+Automata. `once` marks a builder of a fixed automaton (every number spelling, any string
+character, any string): built on first use and kept, like `functools.cache`.
+
+`dfa_cache.clear()` (a benchmark's cold compile) drops neither: they are a one-off per
+process, and `one_offs` says what they cost (benchmarks report it beside their figures).
+`clear()` drops the rules (tests; a benchmark's timed pass) but not the automata.
 """
 
 from __future__ import annotations
 
+import functools
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 if TYPE_CHECKING:
     from kor_cli.grammar.rules import Rule
 
 _MAX_RULES = 64  # distinct keys kept (a few options x rule ids in practice)
+T = TypeVar("T")
 
 _memo: OrderedDict[Hashable, Rule] = OrderedDict()
-_built = 0  # rules built since `clear`
-_seconds = 0.0  # seconds spent building them
+_rules = [0, 0]  # rules built since `clear`, nanoseconds spent building them
+_automata: dict[str, int] = {}  # automaton builder -> nanoseconds its one build took
+_building = [0]  # automata being built right now (nested ones are counted in the outer)
 
 
 def shared_rule(key: Hashable, build: Callable[[], Rule]) -> Rule:
     """The rule memoized under `key`, or `build()` (kept; the oldest dropped past the bound)."""
-    global _built, _seconds
     found = _memo.get(key)
     if found is not None:
         _memo.move_to_end(key)
         return found
-    start = time.perf_counter()
+    start = time.perf_counter_ns()
     rule = _memo[key] = build()
-    _built += 1
-    _seconds += time.perf_counter() - start
+    _rules[0] += 1
+    _rules[1] += time.perf_counter_ns() - start
     if len(_memo) > _MAX_RULES:
         _memo.popitem(last=False)
     return rule
+
+
+def once(build: Callable[[], T]) -> Callable[[], T]:
+    """`build()` on the first call, the same object after (its cost kept for `one_offs`)."""
+
+    @functools.cache
+    def built() -> T:
+        start = time.perf_counter_ns()
+        _building[0] += 1
+        try:
+            out = build()
+        finally:
+            _building[0] -= 1
+        if not _building[0]:
+            _automata[build.__qualname__] = time.perf_counter_ns() - start
+        return out
+
+    return functools.wraps(build)(built)
 
 
 def memoized() -> int:
@@ -54,14 +78,18 @@ def memoized() -> int:
     return len(_memo)
 
 
-def one_offs() -> tuple[int, float]:
-    """(rules built, seconds spent building them) since the last `clear`: the one-off cost
-    a process pays for the memo (benchmarks report it)."""
-    return _built, _seconds
+def one_offs() -> dict[str, float]:
+    """What the process paid for these memos: the rules built since the last `clear` and
+    the milliseconds they took, the automata built and theirs."""
+    return {
+        "rules": _rules[0],
+        "rules_ms": round(_rules[1] / 1e6, 2),
+        "automata": len(_automata),
+        "automata_ms": round(sum(_automata.values()) / 1e6, 2),
+    }
 
 
 def clear() -> None:
-    """Forget every memoized rule and the one-off cost (tests; benchmarks)."""
-    global _built, _seconds
+    """Forget every memoized rule and what they cost (the automata stay)."""
     _memo.clear()
-    _built, _seconds = 0, 0.0
+    _rules[:] = [0, 0]
