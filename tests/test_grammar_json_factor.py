@@ -142,6 +142,12 @@ def test_factored_if_is_exact(schema: dict[str, Any]) -> None:
 @given(conditional())
 @settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
 def test_factored_if_keeps_the_closed_language(schema: dict[str, Any]) -> None:
+    assert_same_as_subtracted(schema)
+
+
+def assert_same_as_subtracted(schema: dict[str, Any]) -> None:
+    """kor's closed objects: the factored `else` accepts the pool's instances that the
+    `if` subtracted as DFAs did."""
     factored = _accepted(schema, open_objects=False)
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(OneOfFactor, "failed_if", lambda self, holder: None)
@@ -156,3 +162,49 @@ def test_if_on_an_undeclared_member_is_not_factored() -> None:
                 "else": {"properties": {"x": {}}}}  # fmt: skip
     assert failed_if(declared, list, lambda s: True) == {
         "type": "object", "properties": {"x": {"not": {"const": 1}}}}
+
+
+@st.composite
+def open_else(draw: st.DrawFn) -> dict[str, Any]:
+    """An `if` on member x (maybe `type: object`, maybe required) whose holder does not
+    declare x, with an `else` (inline or through `$ref`) open to other members (intlayer)."""
+    cond: dict[str, Any] = {"properties": {"x": draw(VALUES)}}
+    if draw(st.booleans()):
+        cond["required"] = ["x"]
+    if draw(st.booleans()):
+        cond["type"] = "object"
+    extra = draw(st.sampled_from([True, {"type": "integer"}, {"not": {"type": "string"}}]))
+    target = {"type": "object", "additionalProperties": extra}
+    out: dict[str, Any] = {"$defs": {"open": target}, "if": cond}
+    out["else"] = {"$ref": "#/$defs/open"} if draw(st.booleans()) else target
+    if draw(st.booleans()):
+        out["then"] = draw(st.sampled_from([{"required": ["kind"]}, {"type": "object"},
+                                            {"properties": {"kind": {"type": "string"}}}]))
+    return out
+
+
+def _resolving(schema: dict[str, Any]) -> Any:
+    return lambda s: Resolver(schema).resolve(s["$ref"], s, "")[0]
+
+
+@given(open_else())
+@settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+def test_factored_if_beside_an_open_else_is_exact(schema: dict[str, Any]) -> None:
+    assert failed_if(schema, list, lambda s: True, _resolving(schema)) is not None
+    assert_exact(schema)
+
+
+@given(open_else())
+@settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
+def test_factored_if_beside_an_open_else_keeps_the_closed_language(schema: dict[str, Any]) -> None:
+    assert_same_as_subtracted(schema)
+
+
+def test_if_beside_a_closed_else_is_not_factored() -> None:
+    closed = {"if": {"properties": {"x": {}}}, "else": {"additionalProperties": False}}
+    assert failed_if(closed, list, lambda s: True, lambda s: None) is None
+    typed = {"if": {"type": "object", "properties": {"x": {"const": 1}}, "required": ["x"]},
+             "else": {"additionalProperties": True}}  # fmt: skip
+    assert failed_if(typed, list, lambda s: True) == {"properties": {"x": {"not": {"const": 1}}}}
+    other_type = {"if": {"type": "array", "properties": {"x": {}}}, "else": typed["else"]}
+    assert failed_if(other_type, list, lambda s: True) is None

@@ -31,7 +31,11 @@ present with a value that fails `S`, or (when the `if` requires it) `m` is absen
 `if` requires it) beside `else`, instead of the whole object with the `if` subtracted as
 DFAs (SchemaStore's buf.gen: its v2 object, ~1 s). The made-up part is synthetic (it closes
 no object), so `m` must be declared by the schema holding the `if` or by its `else`, as it
-then is on both sides anyway.
+then is on both sides anyway, or the `else` (or its `$ref` target) must allow members it does
+not name (`additionalProperties` true or a schema: then no object there is closed by
+default, and `m` is allowed on both sides alike; intlayer's recursive content values). An
+`if` that also says `type: object` fails on non-objects too: the made-up part then leaves
+out `type: object` (`properties`/`required` hold on non-objects).
 """
 
 from __future__ import annotations
@@ -51,10 +55,14 @@ class OneOfFactor:
     are kept alive: the compiler's memo keys schemas by identity)."""
 
     def __init__(
-        self, applied: Callable[[dict[str, Any]], list[str]], safe: Callable[[Any], bool]
+        self,
+        applied: Callable[[dict[str, Any]], list[str]],
+        safe: Callable[[Any], bool],
+        resolve: Callable[[Any], Any] | None = None,
     ) -> None:
         self.applied = applied
         self.safe = safe
+        self.resolve = resolve  # a schema's `$ref` target (None if it has none / on error)
         self._made: dict[tuple[str, int], tuple[Any, dict[str, Any] | None]] = {}
 
     def factored(self, options: Any) -> dict[str, Any] | None:
@@ -63,7 +71,9 @@ class OneOfFactor:
 
     def failed_if(self, holder: dict[str, Any]) -> dict[str, Any] | None:
         """The objects on which `holder`'s `if` fails, as a schema on one member, or None."""
-        return self._memo("if", holder, lambda: failed_if(holder, self.applied, self.safe))
+        return self._memo(
+            "if", holder, lambda: failed_if(holder, self.applied, self.safe, self.resolve)
+        )
 
     def _memo(
         self, kind: str, value: Any, make: Callable[[], dict[str, Any] | None]
@@ -107,10 +117,13 @@ def failed_if(
     holder: dict[str, Any],
     applied: Callable[[dict[str, Any]], list[str]],
     safe: Callable[[Any], bool],
+    resolve: Callable[[Any], Any] | None = None,
 ) -> dict[str, Any] | None:
     """See the module docstring; None when the conditions do not hold."""
     cond, other = holder.get("if"), holder.get("else", {})
-    if not isinstance(cond, dict) or not set(applied(cond)) <= _ALLOWED:
+    if not isinstance(cond, dict) or not set(applied(cond)) <= _ALLOWED | {"type"}:
+        return None
+    if cond.get("type", "object") not in ("object", ["object"]):
         return None
     props, required = cond.get("properties"), cond.get("required", [])
     if not isinstance(props, dict) or len(props) != 1 or not isinstance(required, list):
@@ -120,8 +133,30 @@ def failed_if(
         return None
     declared = [holder.get("properties"), other.get("properties") if isinstance(other, dict) else 0]
     if not any(isinstance(names, dict) and name in names for names in declared):
-        return None
-    out: dict[str, Any] = {"type": "object", "properties": {name: {"not": props[name]}}}
+        if "unevaluatedProperties" in holder or not _opens(other, applied, resolve):
+            return None
+    out: dict[str, Any] = {"properties": {name: {"not": props[name]}}}
+    if "type" not in cond:  # the `if` holds on every non-object: the `else` side has none
+        out = {"type": "object", **out}
     if name not in required:
         out["required"] = [name]
     return out
+
+
+def _opens(
+    schema: Any,
+    applied: Callable[[dict[str, Any]], list[str]],
+    resolve: Callable[[Any], Any] | None,
+    hops: int = 3,
+) -> bool:
+    """`schema` (or a `$ref` target of it) allows members it does not name
+    (`additionalProperties` true or a schema): no object beside it is closed by default,
+    so the made-up part's `properties` allow no member the `else` side did not."""
+    if not isinstance(schema, dict):
+        return False
+    keys = applied(schema)
+    if "additionalProperties" in keys and schema["additionalProperties"] is not False:
+        return True
+    if resolve is None or hops == 0 or "$ref" not in keys:
+        return False
+    return _opens(resolve(schema), applied, resolve, hops - 1)

@@ -19,7 +19,11 @@ from decimal import Decimal
 from typing import Any
 
 from kor_cli.errors import GrammarError
-from kor_cli.grammar.json_conditions import group_conditions, presence_cases
+from kor_cli.grammar.json_conditions import (
+    group_conditions,
+    group_dependencies,
+    presence_cases,
+)
 from kor_cli.grammar.json_drafts import FORMATS
 from kor_cli.grammar.json_refs import Resolver, escape_pointer
 from kor_cli.grammar.limits import current, too_many
@@ -198,6 +202,7 @@ class Collector:
         if not (facts.unevaluated_props or facts.unevaluated_items):  # no annotations read
             facts.pending = [p for p in facts.pending if not self._vacuous(p)]
             group_conditions(facts)
+            group_dependencies(facts)
         return facts
 
     def _vacuous(self, pending: tuple[str, int, Any]) -> bool:

@@ -119,7 +119,8 @@ class SchemaCompiler:
         self.max_recursion_depth = max_recursion_depth
         self.rules = RuleBook(max_states)
         self.defer = DeferPolicy(self.resolver)
-        self.factor = OneOfFactor(lambda s: self.resolver.draft_for(s).applied(s), self.defer.safe)
+        applied = lambda s: self.resolver.draft_for(s).applied(s)  # noqa: E731
+        self.factor = OneOfFactor(applied, self.defer.safe, self._target)
         self.memo = ConjMemo(self)
         self.exact = 0  # > 0 while building what a product (DFA operation) will take
         self._any: dict[tuple[int, int, bool], Node] = {}
@@ -129,6 +130,13 @@ class SchemaCompiler:
         self.subtracted: list[tuple[str, str]] = []  # (keyword, pointer) of subtractions
         self._patterns: dict[tuple[str, bool], Node] = {}
         self._numbers: dict[tuple[Any, ...], Node] = {}
+
+    def _target(self, schema: dict[str, Any]) -> Any:
+        """The target of `schema`'s `$ref` (None if it cannot be resolved)."""
+        try:
+            return self.resolver.resolve(schema["$ref"], schema, "")[0]
+        except (GrammarError, TypeError):
+            return None
 
     def compile(self) -> RuleBook:
         """The rules of the whole document (one rule unless `$ref` recurses, see
