@@ -2,7 +2,7 @@
 
 Hypothesis builds tagged unions (options told apart by type, `const`/`enum`, a required
 discriminator member, nested anyOf/oneOf, `not` of a type, which members are present,
-an always-true option) and lists of `if`s on one
+an always-true option, options closed to one member each) and lists of `if`s on one
 member's value, and compares the compiled grammar
 with jsonschema on a pool of instances: every valid instance is accepted, no invalid one.
 """
@@ -22,6 +22,7 @@ from kor_cli.grammar.json_disjoint import complement_types, disjoint, shape
 from kor_cli.grammar.json_keywords import Collector, Part
 from kor_cli.grammar.json_location import LocationSpace, reorder
 from kor_cli.grammar.json_refs import Resolver
+from kor_cli.grammar.json_schema import SchemaCompiler
 
 KINDS = ["a", "b", "c"]
 SCALARS = [None, True, 0, 1, 2.5, "", "a", "b", "x"]
@@ -215,3 +216,41 @@ PRESENCE = st.one_of(
 def test_presence_applicators_are_exact(applied: list[Any], base: dict[str, Any]) -> None:
     schema = {**base, "allOf": applied}
     assert_exact(schema)
+
+
+@st.composite
+def closed_single(draw: st.DrawFn) -> list[Any]:
+    """2-3 `oneOf` options, each closed to one member of its own (maybe required/typed)."""
+    names = draw(st.lists(st.sampled_from(["kind", "x", "y"]), min_size=2, max_size=3,
+                          unique=True))  # fmt: skip
+    out = []
+    for name in names:
+        option: dict[str, Any] = {"properties": {name: draw(member)}}
+        option["additionalProperties"] = False
+        if draw(st.booleans()):
+            option["required"] = [name]
+        if draw(st.booleans()):
+            option["type"] = "object"
+        out.append(option)
+    return out
+
+
+@given(closed_single(), st.sampled_from([{}, {"type": "object"}, {"required": ["x"]}]))
+@settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+def test_one_of_closed_single_members_is_exact(options: list[Any], base: dict[str, Any]) -> None:
+    assert_exact({**base, "oneOf": options})
+
+
+def test_many_closed_single_members_need_no_product() -> None:
+    # traefik's middlewares: 25 options {properties: {m_k: ...}, additionalProperties: false}
+    # pass together on the empty object, so no two were proven disjoint: 25 subtractions
+    value = {"type": "object", "properties": {"v": {"type": "integer"}}}
+    options = [{"properties": {f"m{k}": value}, "additionalProperties": False} for k in range(25)]
+    schema = {"type": "object", "oneOf": options}
+    compiler = SchemaCompiler(schema)
+    compiler.compile()
+    assert compiler.subtracted == []
+    options_ = GrammarOptions()
+    assert accepted_with(schema, {"m3": {"v": 1}}, options_)
+    assert not accepted_with(schema, {"m3": {"v": 1}, "m4": {}}, options_)
+    assert not accepted_with(schema, {}, options_)  # every option passes

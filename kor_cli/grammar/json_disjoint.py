@@ -187,6 +187,9 @@ def one_of(
     c: SchemaCompiler, options: list[Part], branch: Callable[..., Node], loc: Location, pos: bool
 ) -> Node:
     """`oneOf`: each option minus the others it may overlap (none: it is `anyOf`)."""
+    cases = closed_singles(c, options)
+    if cases is not None:  # exclusive cases, exact: no product
+        return alt(*(branch(*case) for case in cases))
     overlaps = rivals(c.collector, options)
     nodes = {k: branch(p) for k, p in enumerate(options) if not overlaps[k]}
     tied = [k for k in range(len(options)) if overlaps[k]]
@@ -203,6 +206,50 @@ def one_of(
         for k in tied:
             nodes[k] = difference(kept[k][0], alt(*(negs[j] for j in overlaps[k])))
     return alt(*(nodes[k] for k in range(len(options))))
+
+
+_SINGLE_KEYS = frozenset({"properties", "additionalProperties", "required", "type"})
+NON_OBJECT = ["null", "boolean", "number", "string", "array"]
+
+
+def closed_singles(c: SchemaCompiler, options: list[Part]) -> list[list[Part]] | None:
+    """`oneOf` whose options are each a closed object of one member, a different one each
+    (`{properties: {a_k: S_k}, additionalProperties: false}`, maybe `required: [a_k]`,
+    `type: object`; traefik's middlewares, ~25 options), as exclusive cases, or None.
+
+    An object with one member a_k passes option k alone (the others are closed to it): it
+    is valid iff its value passes S_k. An object with two members passes none. The empty
+    object passes the options that do not require their member, a non-object those that do
+    not say `type`: valid iff exactly one does. So the cases are option k with a_k required,
+    plus the empty object and the non-objects where exactly one option lets them through."""
+    names: list[str] = []
+    for part in options:
+        schema = part.schema
+        if not isinstance(schema, dict) or schema.get("additionalProperties", True) is not False:
+            return None
+        keys = set(c.resolver.draft_for(schema).applied(schema)) - ANNOTATIONS
+        props, required = schema.get("properties"), schema.get("required", [])
+        if not keys <= _SINGLE_KEYS or not isinstance(props, dict) or len(props) != 1:
+            return None
+        if schema.get("type", "object") not in ("object", ["object"]):
+            return None
+        (name,) = props
+        if not isinstance(required, list) or not set(required) <= {name}:
+            return None
+        names.append(name)
+    if len(options) < 2 or len(set(names)) != len(names):
+        return None
+
+    def made(schema: dict[str, Any]) -> Part:
+        return Part(schema, options[0].pointer.rsplit("/", 1)[0], synthetic=True)
+
+    pairs = zip(options, names, strict=True)
+    cases = [[p, made({"type": "object", "required": [n]})] for p, n in pairs]
+    if sum("required" not in p.schema or not p.schema["required"] for p in options) == 1:
+        cases.append([made({"type": "object", "maxProperties": 0})])
+    if sum("type" not in p.schema for p in options) == 1:
+        cases.append([made({"type": NON_OBJECT})])
+    return cases
 
 
 _JSON_TYPES = {"null": "null", "boolean": "boolean", "object": "object", "array": "array",
