@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from kor_cli.errors import GrammarError
-from kor_cli.grammar import frame_walk
+from kor_cli.grammar import frame_walk, token_arrays
 from kor_cli.grammar.ast import Node, alt, literal, opt, repeat, seq
 from kor_cli.grammar.compile import compile_json_schema
 from kor_cli.grammar.frame_masks import FrameMasks
@@ -129,10 +129,10 @@ def test_the_walk_splits_tokens_as_defined(
         assume("left recursion" not in str(error))
         raise
     info = TokenizerInfo(token_bytes)
-    sorted_ = frame_walk.SortedTokens(info)
+    sorted_ = token_arrays.SortedTokens(info)
     with (
         mock.patch.object(frame_walk, "VECTOR_MIN", 0 if arrays else frame_walk.VECTOR_MIN),
-        mock.patch.object(frame_walk, "WIDTH", width),
+        mock.patch.object(token_arrays, "WIDTH", width),
     ):
         check_splits(rules, reached, sorted_, budget, dense, arrays)
 
@@ -140,7 +140,7 @@ def test_the_walk_splits_tokens_as_defined(
 def check_splits(
     rules: RuleSet,
     reached: list[int],
-    sorted_: frame_walk.SortedTokens,
+    sorted_: token_arrays.SortedTokens,
     budget: int,
     dense: int,
     arrays: bool,
@@ -187,7 +187,7 @@ def check_splits(
 
 
 def check_crossing_candidates(
-    sorted_: frame_walk.SortedTokens,
+    sorted_: token_arrays.SortedTokens,
     table: RuleTable,
     follow: list[int],
     state: int,
@@ -203,11 +203,11 @@ def check_crossing_candidates(
         reached |= nexts
         todo = list(nexts)
     entries = sorted({b for s in reached for b in range(256) if follow[int(table.table[s, b])]})
-    ids = frame_walk.crossing_candidates(sorted_, table.table, crossing, state, entries)
+    ids = token_arrays.crossing_candidates(sorted_, table.table, crossing, state, entries)
     assert ids is not None
     assert set(ids.tolist()) == {int(sorted_.ids[p]) for p in candidates}
     assert (
-        frame_walk.crossing_candidates(sorted_, table.table, crossing, state, entries, limit=-1)
+        token_arrays.crossing_candidates(sorted_, table.table, crossing, state, entries, limit=-1)
         is None
     )
 
@@ -218,7 +218,7 @@ def unpack(words: np.ndarray) -> np.ndarray:
 
 def test_dense_states_and_long_walks_are_left_to_the_token_indexes() -> None:
     info = TokenizerInfo([bytes([b]) for b in range(32, 127)] + [b"ab", b"abc"])
-    sorted_ = frame_walk.SortedTokens(info)
+    sorted_ = token_arrays.SortedTokens(info)
     stacks = Stacks(RuleSet(0, lambda k: compile_ast(literal("q"))))
     table = stacks.table(0)
     dense = [list(range(32, 127))] + [[]] * (len(table.table) - 1)
@@ -310,6 +310,6 @@ def test_dense_states_inside_a_walk_are_walked_as_one_array(dense: int) -> None:
     }
     rules = RuleSet(0, lambda k: compile_ast(bodies[k]))
     tokens = [bytes(p) for n in (1, 2, 3) for p in itertools.product(ALPHABET, repeat=n)]
-    sorted_ = frame_walk.SortedTokens(TokenizerInfo(tokens))
+    sorted_ = token_arrays.SortedTokens(TokenizerInfo(tokens))
     with mock.patch.object(frame_walk, "VECTOR_MIN", 0):
         check_splits(rules, rules.reachable_rules(), sorted_, 10**6, dense, True)

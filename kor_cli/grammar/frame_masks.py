@@ -57,15 +57,10 @@ import numpy as np
 
 from kor_cli.grammar.frame_cache import frames_path, read_frames, write_frames
 from kor_cli.grammar.frame_escapes import FrameMask, frame_mask, stored_rows
-from kor_cli.grammar.frame_walk import (
-    RuleWalker,
-    crossing_candidates,
-    sorted_tokens,
-    split_words,
-    walk_state,
-)
+from kor_cli.grammar.frame_walk import RuleWalker, split_words, walk_state
 from kor_cli.grammar.index import TokenIndex
 from kor_cli.grammar.stacks import CONTEXT, ESCAPES, STAYS, RuleTable, Stacks
+from kor_cli.grammar.token_arrays import crossing_candidates, sorted_tokens
 from kor_cli.grammar.vocab import TokenizerInfo
 
 

@@ -24,11 +24,11 @@ with a byte the state reads as one array (rows of a padded matrix of the sorted 
 UTF-8 continuations, escapes, character-class loops of patterns) when at most `START_LIMIT`
 do; else (string bodies, free text) it returns None and is left to `TokenIndex`, whose
 string-body fast paths beat any walk there. Such a state's candidates come from
-`crossing_candidates`: a candidate must hold a byte that enters a crossing state (a string
-body: its closing quote) before its last byte, and few tokens do (Qwen: 1,178 of 151,643
-hold a quote), so only they are walked, as one array. `RuleWalker` holds a rule's table in
-the forms these walks read (each state's bytes, the follow sets of its crossing states,
-found on first reach).
+`token_arrays.crossing_candidates`: a candidate must hold a byte that enters a crossing
+state (a string body: its closing quote) before its last byte, and few tokens do (Qwen:
+1,178 of 151,643 hold a quote), so only they are walked, as one array. `RuleWalker` holds a
+rule's table in the forms these walks read (each state's bytes, the follow sets of its
+crossing states, found on first reach).
 """
 
 from __future__ import annotations
@@ -38,9 +38,8 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from kor_cli.grammar.index import token_trie
 from kor_cli.grammar.stacks import CONTEXT, REACHES_CONTEXT, RuleTable, Stacks
-from kor_cli.grammar.vocab import TokenizerInfo
+from kor_cli.grammar.token_arrays import SortedTokens, walk_range
 
 DENSE_BYTES = 40  # a start state reading more bytes is left to TokenIndex
 ANY = (1 << 256) - 1  # `follow` of a state where the frame can end: any byte
@@ -48,80 +47,8 @@ UNKNOWN = -1  # `follow` not found yet (`resolve` finds it; as bits, every byte)
 BUDGET = 1500  # bisections and token bytes walked before giving up (about 1 ms)
 VECTOR_MIN = 24  # fewer tokens under a dense state are walked one by one
 VECTOR_MAX = 1024  # more: the walk gives up (the caller uses TokenIndex)
-CANDIDATE_LIMIT = 20_000  # tokens walked at once for a dense state's candidates
 START_LIMIT = 24_000  # at most this many tokens under a start state are walked as arrays
-WIDTH = 16  # bytes per token in the padded matrix (longer tokens finish in Python)
 _ONE = [bytes((b,)) for b in range(256)]
-
-
-class SortedTokens:
-    """The walkable tokens of one tokenizer (stop ids left out), sorted by their bytes, and
-    their ids (the byte trie's order)."""
-
-    def __init__(self, info: TokenizerInfo) -> None:
-        trie = token_trie(info)
-        tokens = trie.tokens
-        self.tokens: list[bytes] = tokens if isinstance(tokens, list) else _as_list(tokens)
-        self.ids: np.ndarray = np.asarray(trie.token_ids, dtype=np.int64)
-        self._holding: dict[int, np.ndarray] = {}
-        self._buffer: tuple[np.ndarray, np.ndarray] | None = None
-        self._starts: list[int] | None = None
-        self._matrix: tuple[np.ndarray, np.ndarray] | None = None
-
-    def starts(self) -> list[int]:
-        """257 positions: where the tokens whose first byte is b begin (b = 0..256)."""
-        if self._starts is None:
-            tokens = self.tokens
-            self._starts = [bisect_left(tokens, _ONE[b]) for b in range(256)] + [len(tokens)]
-        return self._starts
-
-    def matrix(self) -> tuple[np.ndarray, np.ndarray]:
-        """Every token's length and its first WIDTH bytes as a zero-padded uint8 matrix
-        (made once per tokenizer, on the first array walk)."""
-        if self._matrix is None:
-            padded = _padded([data[:WIDTH] for data in self.tokens])[1]
-            lengths = np.fromiter(map(len, self.tokens), np.int64, count=len(self.tokens))
-            self._matrix = lengths, padded
-        return self._matrix
-
-    def holding(self, byte: int) -> np.ndarray:
-        """The positions (ascending) of the tokens that hold `byte` before their last
-        byte (found once per byte, by one scan of all token bytes)."""
-        found = self._holding.get(byte)
-        if found is None:
-            if self._buffer is None:
-                lengths = np.fromiter(map(len, self.tokens), np.int64, count=len(self.tokens))
-                joined = np.frombuffer(b"".join(self.tokens), dtype=np.uint8)
-                self._buffer = joined, np.cumsum(lengths)
-            joined, ends = self._buffer
-            at = np.flatnonzero(joined == byte)
-            owner = np.searchsorted(ends, at, side="right")
-            found = self._holding[byte] = np.unique(owner[at + 1 < ends[owner]])
-        return found
-
-
-_SORTED: dict[str, SortedTokens] = {}
-
-
-def sorted_tokens(info: TokenizerInfo) -> SortedTokens:
-    """The `SortedTokens` of `info` (made once per tokenizer; the latest few are kept)."""
-    found = _SORTED.get(info.fingerprint)
-    if found is None:
-        if len(_SORTED) >= 4:
-            _SORTED.pop(next(iter(_SORTED)))
-        found = _SORTED[info.fingerprint] = SortedTokens(info)
-    return found
-
-
-def _as_list(tokens: Sequence[bytes]) -> list[bytes]:
-    """A plain list of a token sequence restored from the disk cache (bisection compares
-    list items in C; a `PackedBytes` would run Python per comparison)."""
-    ends = getattr(tokens, "_ends", None)
-    data = getattr(tokens, "_data", None)
-    if ends is None or data is None:
-        return list(tokens)
-    stops = ends.tolist()
-    return [data[a:b] for a, b in zip([0, *stops[:-1]], stops, strict=True)]
 
 
 class RuleWalker:
@@ -267,7 +194,7 @@ def _walk(
         if depth and arrays is not None and len(nexts) > dense and hi - lo > VECTOR_MIN:
             if hi - lo > VECTOR_MAX:  # an opening quote: TokenIndex's quote path is faster
                 return None
-            stay, crossed = _walk_range(sorted_, lo, hi, depth, at, *arrays)
+            stay, crossed = walk_range(sorted_, lo, hi, depth, at, *arrays)
             stays += stay
             singles += crossed
             budget -= (hi - lo) >> 4
@@ -329,105 +256,10 @@ def _walk_start(
         return None
     out = Split()
     for lo, hi in ranges:
-        stay, crossed = _walk_range(sorted_, lo, hi, 0, state, table, crossing)
+        stay, crossed = walk_range(sorted_, lo, hi, 0, state, table, crossing)
         out.stays += stay
         out.singles += crossed
     return out
-
-
-def _walk_range(
-    sorted_: SortedTokens,
-    lo: int,
-    hi: int,
-    depth: int,
-    state: int,
-    table: np.ndarray,
-    crossing: np.ndarray,
-) -> tuple[list[int], list[int]]:
-    """The tokens lo..hi (sharing a prefix of length `depth` that leads to `state`, none of
-    that length) read by bytes, and those that meet a crossing state (after their first
-    byte) then die, walked as one array."""
-    positions = np.arange(lo, hi)
-    now, crossed = _walk_positions(sorted_, positions, depth, state, table, crossing, depth > 0)
-    return positions[now != 0].tolist(), positions[crossed & (now == 0)].tolist()
-
-
-def _walk_positions(
-    sorted_: SortedTokens,
-    positions: np.ndarray,
-    depth: int,
-    state: int,
-    table: np.ndarray,
-    crossing: np.ndarray,
-    started: bool,
-) -> tuple[np.ndarray, np.ndarray]:
-    """`_walk_padded` over the tokens at `positions` (ascending) from byte `depth` on: the
-    rows of the tokenizer's padded matrix, and the bytes past WIDTH one by one."""
-    if depth >= WIDTH:
-        lengths, padded = _padded([sorted_.tokens[p][depth:] for p in positions.tolist()])
-        return _walk_padded(lengths, padded, state, table, crossing, started)
-    all_lengths, matrix = sorted_.matrix()
-    if len(positions) and positions[-1] - positions[0] + 1 == len(positions):
-        rows = slice(int(positions[0]), int(positions[-1]) + 1)  # a range: views, no copy
-        lengths, padded = all_lengths[rows] - depth, matrix[rows, depth:]
-    else:
-        lengths, padded = all_lengths[positions] - depth, matrix[positions, depth:]
-    now, crossed = _walk_padded(lengths, padded, state, table, crossing, started)
-    width = WIDTH - depth
-    for row in np.flatnonzero((lengths > width) & (now != 0)).tolist():
-        at, met = int(now[row]), bool(crossed[row])
-        for byte in sorted_.tokens[int(positions[row])][WIDTH:]:
-            met |= bool(crossing[at, byte])
-            at = int(table[at, byte])
-            if not at:
-                break
-        now[row], crossed[row] = at, met
-    return now, crossed
-
-
-def _padded(chosen: list[bytes]) -> tuple[np.ndarray, np.ndarray]:
-    """The lengths of byte strings and the strings as a zero-padded uint8 matrix."""
-    lengths = np.fromiter(map(len, chosen), np.int64, count=len(chosen))
-    flat = np.frombuffer(b"".join(chosen), dtype=np.uint8)
-    padded = np.zeros((len(chosen), int(lengths.max(initial=0))), dtype=np.uint8)
-    rows = np.repeat(np.arange(len(chosen)), lengths)
-    padded[rows, np.arange(len(flat)) - np.repeat(np.cumsum(lengths) - lengths, lengths)] = flat
-    return lengths, padded
-
-
-def _walk_padded(
-    lengths: np.ndarray,
-    padded: np.ndarray,
-    state: int,
-    table: np.ndarray,
-    crossing: np.ndarray,
-    started: bool,
-) -> tuple[np.ndarray, np.ndarray]:
-    """Each row's state after its bytes from `state` (0: died), and whether it met a
-    crossing state that can read its next byte (from the first byte on when `started`,
-    else from the second). Rows that died or ended are dropped every few bytes, so a long
-    token costs only its own steps."""
-    now = np.full(len(lengths), state, dtype=np.int64)
-    crossed = np.zeros(len(lengths), dtype=bool)
-    steps, cross = np.ravel(table), np.ravel(crossing)
-    rows, at, left = np.arange(len(lengths)), now, lengths
-    for offset in range(padded.shape[1]):
-        if offset:
-            going = (left > offset) & (at != 0)
-            if not going.all():
-                now[rows[~going]] = at[~going]
-                rows, at, left = rows[going], at[going], left[going]
-                if not len(rows):
-                    break
-        index = at * 256 + padded[:, offset].take(rows)
-        if offset or started:
-            met = cross.take(index)
-            if met.any():
-                crossed[rows[met]] = True
-        at = steps.take(index)
-    else:
-        now[rows] = at
-    return now, crossed
 
 
 def _ranges_after(
@@ -449,29 +281,6 @@ def _ranges_after(
             out.append((first, last))
         lo = last
     return made
-
-
-def crossing_candidates(
-    sorted_: SortedTokens,
-    table: np.ndarray,
-    crossing: np.ndarray,
-    state: int,
-    entries: Sequence[int],
-    limit: int = CANDIDATE_LIMIT,
-) -> np.ndarray | None:
-    """The candidates from `state` of a rule that reads many bytes (a string body): token
-    ids whose byte path meets, after a byte, a crossing state that can read the next byte
-    (`crossing[s, b]`), and dies by bytes later. Only tokens holding one of `entries` (the
-    bytes into a crossing state from the states `state` reaches) before their last byte
-    can, so only those are walked, all at once. None when more than `limit` do."""
-    parts = [sorted_.holding(byte) for byte in entries]
-    positions = np.unique(np.concatenate(parts)) if parts else np.zeros(0, np.int64)
-    if len(positions) > limit:
-        return None
-    if not len(positions):
-        return positions
-    now, crossed = _walk_positions(sorted_, positions, 0, state, table, crossing, False)
-    return sorted_.ids[positions[crossed & (now == 0)]]
 
 
 def split_words(sorted_: SortedTokens, split: Split, words: int) -> tuple[np.ndarray, np.ndarray]:
