@@ -1,14 +1,40 @@
 """The DFA pipeline's fast paths against slow references: Moore's vectorised refinement vs
-a plain-Python Nerode partition and vs Hopcroft (the fallback), on random tables."""
+a plain-Python Nerode partition and vs Hopcroft (the fallback), on random tables; whole
+random AST trees (shared subtrees, products, embedded automata, joins) compiled vs
+brute-force membership of every word over a three-letter alphabet up to length 5."""
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import given, reject, settings
 from hypothesis import strategies as st
 
+from kor_cli.errors import GrammarError
+from kor_cli.grammar import dfa_cache
 from kor_cli.grammar import minimize as minimize_module
+from kor_cli.grammar.ast import (
+    EMPTY,
+    Alt,
+    Automaton,
+    Bytes,
+    Join,
+    Node,
+    Product,
+    Repeat,
+    Seq,
+    alt,
+    difference,
+    intersect,
+    join,
+    literal,
+    opt,
+    repeat,
+    seq,
+)
+from kor_cli.grammar.fsm import compile_ast
 from kor_cli.grammar.minimize import minimize
 
 
@@ -98,3 +124,163 @@ def test_long_chain_uses_hopcroft() -> None:
     out = minimize(table, accepting, 1)
     assert same(out, reference_minimize(table, accepting, 1))
     assert len(out[0]) == n + 2  # nothing merges in a chain
+
+
+ALPHABET = b"abc"
+WORDS = [bytes(w) for n in range(6) for w in itertools.product(ALPHABET, repeat=n)]
+
+
+def ends(
+    node: Node, data: bytes, i: int, memo: dict[tuple[int, int], frozenset[int]]
+) -> frozenset[int]:
+    """Every j such that data[i:j] is in the language of `node` (brute force)."""
+    key = (id(node), i)
+    found = memo.get(key)
+    if found is None:
+        found = memo[key] = frozenset(_ends(node, data, i, memo))
+    return found
+
+
+def _ends(node: Node, data: bytes, i: int, memo: dict[tuple[int, int], frozenset[int]]) -> set[int]:
+    if isinstance(node, Bytes):
+        return {i + 1} if i < len(data) and node.mask >> data[i] & 1 else set()
+    if isinstance(node, Automaton):
+        out, state = set(), node.dfa.start
+        for j in range(i, len(data) + 1):
+            if node.dfa.accepting[state]:
+                out.add(j)
+            if j == len(data) or not state:
+                break
+            state = node.dfa.step(state, data[j])
+        return out
+    if isinstance(node, Seq):
+        here = {i}
+        for item in node.items:
+            here = {j for p in here for j in ends(item, data, p, memo)}
+        return here
+    if isinstance(node, Alt):
+        return {j for item in node.items for j in ends(item, data, i, memo)}
+    if isinstance(node, Product):
+        left, right = ends(node.left, data, i, memo), ends(node.right, data, i, memo)
+        return set(left & right if node.op == "and" else left - right)
+    if isinstance(node, Repeat):
+        return _copies(node.item, node.sep, node.min, node.max, data, {(i, 0)}, memo)
+    assert isinstance(node, Join)
+    states = {(i, 0)}  # (position, items present so far)
+    for item, required in node.items:
+        nxt = set() if required else set(states)
+        for p, c in states:
+            starts = {q for q in ends(node.sep, data, p, memo)} if c else {p}
+            nxt |= {(j, c + 1) for q in starts for j in ends(item, data, q, memo)}
+        states = nxt
+    hi = node.max_count
+    out: set[int] = set()
+    todo = list(states)
+    seen = set(states)
+    while todo:
+        p, c = todo.pop()
+        if c >= node.min_count and (hi is None or c <= hi):
+            out.add(p)
+        if node.tail is None or (hi is not None and c >= hi):
+            continue
+        starts = ends(node.sep, data, p, memo) if c else {p}
+        for q in starts:
+            for j in ends(node.tail, data, q, memo):
+                state = (j, min(c + 1, node.min_count + 1) if hi is None else c + 1)
+                if state not in seen:
+                    seen.add(state)
+                    todo.append(state)
+    return out
+
+
+def _copies(
+    item: Node,
+    sep: Node | None,
+    lo: int,
+    hi: int | None,
+    data: bytes,
+    states: set[tuple[int, int]],
+    memo: dict[tuple[int, int], frozenset[int]],
+) -> set[int]:
+    """End positions after lo..hi copies of `item` (with `sep` between) from `states`."""
+    out: set[int] = set()
+    todo, seen = list(states), set(states)
+    while todo:
+        p, c = todo.pop()
+        if c >= lo and (hi is None or c <= hi):
+            out.add(p)
+        if hi is not None and c >= hi:
+            continue
+        starts = ends(sep, data, p, memo) if sep is not None and c else {p}
+        for q in starts:
+            for j in ends(item, data, q, memo):
+                state = (j, min(c + 1, max(lo, 1)) if hi is None else c + 1)
+                if state not in seen:
+                    seen.add(state)
+                    todo.append(state)
+    return out
+
+
+def leaves() -> st.SearchStrategy[Node]:
+    masks = st.integers(1, 7).map(
+        lambda m: sum(1 << b for k, b in enumerate(ALPHABET) if m >> k & 1)
+    )
+    return masks.map(Bytes) | st.just(EMPTY)
+
+
+def grow(children: st.SearchStrategy[Node]) -> st.SearchStrategy[Node]:
+    """Inner nodes over `children` (some shared, some repeated, products, automata)."""
+    pairs = st.tuples(children, children)
+    counts = st.integers(0, 3).flatmap(
+        lambda lo: st.tuples(st.just(lo), st.none() | st.integers(lo, lo + 3))
+    )
+    return st.one_of(
+        st.lists(children, min_size=2, max_size=3).map(lambda xs: seq(*xs)),
+        st.lists(children, min_size=2, max_size=3).map(lambda xs: alt(*xs)),
+        st.tuples(children, counts, st.none() | children).map(
+            lambda t: repeat(t[0], t[1][0], t[1][1], t[2])
+        ),
+        st.tuples(
+            st.lists(st.tuples(children, st.booleans()), min_size=1, max_size=3),
+            children,
+            st.none() | children,
+            counts,
+        ).map(lambda t: join(t[0], t[1], t[2], t[3][0], t[3][1])),
+        pairs.map(lambda p: intersect(*p)),
+        pairs.map(lambda p: difference(*p)),
+        pairs.map(lambda p: seq(p[0], p[1], p[0], repeat(p[0], 0, 4))),  # shared subtree
+        children.map(lambda x: Automaton(compile_ast(x))),
+    )
+
+
+trees = st.recursive(leaves(), grow, max_leaves=12)
+
+
+def check_language(node: Node) -> None:
+    dfa = compile_ast(node)
+    for word in WORDS:
+        expected = len(word) in ends(node, word, 0, {})
+        assert dfa.accepts(word) == expected, (word, node)
+
+
+@given(trees)
+@settings(max_examples=300, deadline=None)
+def test_compiled_language_matches_brute_force(node: Node) -> None:
+    dfa_cache.clear()
+    check_language(node)
+
+
+@given(trees)
+@settings(max_examples=60, deadline=None)
+def test_large_shared_subtrees(node: Node) -> None:
+    """Subtrees past the sharing threshold are compiled apart and embedded."""
+    dfa_cache.clear()
+    padding = literal("ab" * 40)  # makes `big` large enough to be shared; too long to matter
+    big = alt(repeat(alt(node, literal("ab")), 2, 2, literal("c")), padding)
+    tree = seq(big, opt(literal("c")), big)
+    try:
+        compile_ast(tree, max_states=5_000)
+    except GrammarError:  # a blow-up of the random tree, not of the pipeline
+        reject()
+    assert dfa_cache.cached(big, 5_000) is not None  # compiled apart, then embedded
+    check_language(tree)

@@ -10,7 +10,7 @@ A canonical BFS numbering follows: two grammars with the same language get the s
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 
@@ -26,10 +26,16 @@ def determinize(
     num_classes: int,
     max_states: int,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Subset construction of an NFA over byte classes: (table, accepting)."""
-    closures: dict[int, frozenset[int]] = {}
+    """Subset construction of an NFA over byte classes: (table, accepting).
 
-    def closure(state: int) -> frozenset[int]:
+    A subset of one NFA state is that state's number (most subsets are), a larger one a
+    frozenset; a transition into one NFA state without epsilon edges needs no closure.
+    """
+    empty: frozenset[int] = frozenset()
+    closures: dict[int, int | frozenset[int]] = {}
+
+    def closure(state: int) -> int | frozenset[int]:
+        """The consuming (or accepting) states of `state`'s epsilon closure."""
         found = closures.get(state)
         if found is None:
             seen, stack, out = {state}, [state], []
@@ -41,35 +47,78 @@ def determinize(
                     if y not in seen:
                         seen.add(y)
                         stack.append(y)
-            found = closures[state] = frozenset(out)
+            found = closures[state] = out[0] if len(out) == 1 else frozenset(out)
         return found
 
+    def members(state: int) -> Iterable[int]:
+        if not eps[state] and edges[state]:
+            return (state,)
+        found = closure(state)
+        return (found,) if type(found) is int else found
+
     full = (1 << num_classes) - 1
-    sets: list[frozenset[int]] = [frozenset(), closure(start)]
+    sets: list[int | frozenset[int]] = [empty, closure(start)]
     ids = {sets[0]: 0, sets[1]: 1}
     unions: dict[frozenset[int], int] = {}
+    by_target = [0] * len(edges)  # the subset reached on a transition into one NFA state
     triples: list[tuple[int, int, int]] = []
     i = 1
     while i < len(sets):
         if not i & 255:
             check()
-        for mask, targets in _split(sets[i], edges, full):
-            key = frozenset(targets)
-            target = unions.get(key)
-            if target is None:
-                subset = frozenset().union(*map(closure, key))
-                target = ids.get(subset)
+        subset = sets[i]
+        parts: Sequence[tuple[int, int | tuple[int, ...]]]
+        if type(subset) is int:
+            parts = edges[subset]
+            if len(parts) > 1 and not _disjoint(parts):
+                parts = _split((subset,), edges, full)
+        else:
+            parts = _split(subset, edges, full)
+        for mask, targets in parts:
+            if type(targets) is int or len(targets) == 1:
+                t = targets if type(targets) is int else targets[0]
+                target = by_target[t]
+                if not target:
+                    sub = t if not eps[t] and edges[t] else closure(t)
+                    target = by_target[t] = _number(sub, ids, sets, max_states)
+            else:
+                key = frozenset(targets)
+                target = unions.get(key)
                 if target is None:
-                    if len(sets) >= max_states:
-                        raise GrammarError(_too_many(max_states))
-                    target = ids[subset] = len(sets)
-                    sets.append(subset)
-                unions[key] = target
+                    union = empty.union(*map(members, key))
+                    sub = next(iter(union)) if len(union) == 1 else union
+                    target = unions[key] = _number(sub, ids, sets, max_states)
             triples.append((i, mask, target))
         i += 1
     table = _fill(len(sets), num_classes, triples)
-    accepting = np.array([accept in s for s in sets], dtype=bool)
+    accepting = np.array([s == accept if type(s) is int else accept in s for s in sets])
     return table, accepting
+
+
+def _number(
+    subset: int | frozenset[int],
+    ids: dict[int | frozenset[int], int],
+    sets: list[int | frozenset[int]],
+    max_states: int,
+) -> int:
+    """The DFA state of `subset`, numbered next if new."""
+    found = ids.get(subset)
+    if found is None:
+        if len(sets) >= max_states:
+            raise GrammarError(_too_many(max_states))
+        found = ids[subset] = len(sets)
+        sets.append(subset)
+    return found
+
+
+def _disjoint(edges: Sequence[tuple[int, int]]) -> bool:
+    """True if no two of `edges` share a class."""
+    seen = 0
+    for mask, _ in edges:
+        if seen & mask:
+            return False
+        seen |= mask
+    return True
 
 
 def _too_many(max_states: int) -> str:
@@ -80,7 +129,7 @@ def _too_many(max_states: int) -> str:
 
 
 def _split(
-    subset: frozenset[int], edges: Sequence[Sequence[tuple[int, int]]], full: int
+    subset: Iterable[int], edges: Sequence[Sequence[tuple[int, int]]], full: int
 ) -> list[tuple[int, tuple[int, ...]]]:
     """Partition the classes by the set of NFA targets they lead to from `subset`.
 
@@ -128,9 +177,11 @@ def _fill(num_states: int, num_classes: int, triples: list[tuple[int, int, int]]
     raw = np.frombuffer(b"".join(m.to_bytes(width, "little") for m in masks), dtype=np.uint8)
     bits = np.unpackbits(raw.reshape(len(masks), width), axis=1, bitorder="little")
     bits = bits[:, :num_classes].astype(bool)
-    arr = np.array([(s, where[m], t) for s, m, t in triples], dtype=np.int64)
-    rows, cols = np.nonzero(bits[arr[:, 1]])
-    table[arr[rows, 0], cols] = arr[rows, 2]
+    states, cells, targets = zip(*triples, strict=True)
+    src = np.array(states, dtype=np.int64)
+    dst = np.array(targets, dtype=np.int64)
+    rows, cols = np.nonzero(bits[np.array(list(map(where.__getitem__, cells)), dtype=np.int64)])
+    table[src[rows], cols] = dst[rows]
     return table
 
 
