@@ -80,6 +80,15 @@ def escape_depth(table: RuleTable, follow: list[int], state: int, data: bytes) -
     return None
 
 
+def reachable(rules: RuleSet) -> list[int]:
+    """The reachable rules of a drawn rule set (left-recursive draws are discarded)."""
+    try:
+        return rules.reachable_rules()
+    except GrammarError as error:
+        assume("left recursion" not in str(error))
+        raise
+
+
 @st.composite
 def rules_and_tokens(draw: st.DrawFn) -> tuple[RuleSet, list[bytes | None]]:
     pieces = st.binary(min_size=0, max_size=3).map(lambda b: bytes(ALPHABET[x % 10] for x in b))
@@ -123,11 +132,7 @@ def test_the_walk_splits_tokens_as_defined(
     # dense 0 with arrays: every start state is walked as arrays (`_walk_start`); width 2:
     # the padded matrix holds two bytes of each token, the rest is walked one by one
     rules, token_bytes = drawn
-    try:
-        reached = rules.reachable_rules()
-    except GrammarError as error:
-        assume("left recursion" not in str(error))
-        raise
+    reached = reachable(rules)
     info = TokenizerInfo(token_bytes)
     sorted_ = token_arrays.SortedTokens(info)
     with (
@@ -316,3 +321,46 @@ def test_dense_states_inside_a_walk_are_walked_as_one_array(dense: int) -> None:
     sorted_ = token_arrays.SortedTokens(TokenizerInfo(tokens))
     with mock.patch.object(frame_walk, "VECTOR_MIN", 0):
         check_splits(rules, rules.reachable_rules(), sorted_, 10**6, dense, True)
+
+
+def by_bytes(table: RuleTable, state: int, data: bytes) -> tuple[bool, int]:
+    """Reference: (settled, offsets): the byte path dies meeting no call state after its
+    first byte (offsets: bit k where it stood at an accepting state before byte k)."""
+    offsets = 0
+    for at, byte in enumerate(data):
+        if at:
+            if state in table.calls:
+                return False, 0
+            if table.accepting[state]:
+                offsets |= 1 << at
+        state = int(table.table[state, byte])
+        if not state:
+            return True, offsets
+    return False, 0
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(rules_and_tokens(), st.sampled_from([2, 16]))
+def test_escape_offsets_read_tokens_as_the_byte_walk_does(drawn, width: int) -> None:
+    rules, token_bytes = drawn
+    reached = reachable(rules)
+    sorted_ = token_arrays.SortedTokens(TokenizerInfo(token_bytes))
+    ids = np.unique(sorted_.ids)
+    with mock.patch.object(token_arrays, "WIDTH", width):
+        stacks = Stacks(rules)
+        for rule_id in reached:
+            table = stacks.table(rule_id)
+            accepting = np.asarray(table.accepting, dtype=bool)
+            calls = np.zeros(len(table.table), dtype=bool)
+            calls[list(table.calls)] = True
+            for state in range(1, len(table.table)):
+                settled, where = token_arrays.escape_offsets(
+                    sorted_, ids, state, table.table, accepting, calls
+                )
+                for token, done, offsets in zip(ids, settled, where, strict=True):
+                    data = token_bytes[token]
+                    want = by_bytes(table, state, data)
+                    if len(data) > width:  # left to the simulation
+                        assert not done
+                    else:
+                        assert (bool(done), int(offsets) if done else 0) == want

@@ -60,7 +60,12 @@ from kor_cli.grammar.frame_escapes import FrameMask, frame_mask, stored_rows
 from kor_cli.grammar.frame_walk import RuleWalker, split_words, walk_state
 from kor_cli.grammar.index import TokenIndex
 from kor_cli.grammar.stacks import CONTEXT, ESCAPES, STAYS, RuleTable, Stacks
-from kor_cli.grammar.token_arrays import crossing_candidates, sorted_tokens
+from kor_cli.grammar.token_arrays import (
+    WIDTH,
+    crossing_candidates,
+    escape_offsets,
+    sorted_tokens,
+)
 from kor_cli.grammar.vocab import TokenizerInfo
 
 
@@ -112,6 +117,7 @@ class FrameMasks:
         self._keep = ~stops  # clears the stop bits TokenIndex sets in accepting states
         self._calls = stacks.rules.has_calls
         self._walkers: dict[int, RuleWalker] = {}
+        self._kinds_of: dict[int, tuple[np.ndarray, np.ndarray]] = {}
         self._same: dict[int, int] = {}
         self._by_structure: dict[tuple[int, int, int], list[int]] = {}
         self._sorted = sorted_tokens(info)
@@ -204,35 +210,51 @@ class FrameMasks:
             candidates &= ~stays
         ids_array = _ids(candidates, self.info.vocab_size)
         rows = [_less(walked, stays, ids_array)] if walked else []
-        ids = ids_array.tolist()
-        if ids:
-            base = self.stacks.push(CONTEXT, rule_id, state)
-            self.candidates += len(ids)
-            kinds: list[tuple[int, int] | None] = [None] * len(ids)
+        if len(ids_array):
+            self.candidates += len(ids_array)
+            slow = ids_array
             if len(here) == 1:  # most candidates only end the frame: no simulation needed
-                extra_set = set(called.tolist())
-                kinds = [
-                    None if t in extra_set else _by_bytes(table, state, token_bytes[t] or b"")
-                    for t in ids
-                ]
-            slow = [i for i, kind in enumerate(kinds) if kind is None]
-            found = self.stacks.classify(base, [token_bytes[ids[i]] or b"" for i in slow])
-            for i, kind in zip(slow, found, strict=True):
-                kinds[i] = kind
-            known = [kind or (0, 0) for kind in kinds]
-            staying = [t for t, (kind, _) in zip(ids, known, strict=True) if kind == STAYS]
-            _set(stays, np.asarray(staying, dtype=np.int64))
-            escaping: list[int] = []
-            offsets: list[int] = []
-            for token, (kind, where) in zip(ids, known, strict=True):
-                while kind == ESCAPES and where:
-                    at = where.bit_length() - 1
-                    escaping.append(token)
-                    offsets.append(at)
-                    where ^= 1 << at
-            rows.append((np.asarray(escaping, np.int64), np.asarray(offsets, np.int64)))
+                settled, where = escape_offsets(
+                    self._sorted, ids_array, state, table.table, *self._kinds(rule_id, table)
+                )
+                if len(called):
+                    settled &= ~np.isin(ids_array, called)
+                rows += _offset_rows(ids_array[settled], where[settled])
+                slow = ids_array[~settled]
+            if len(slow):
+                rows.append(self._simulate(rule_id, state, slow.tolist(), stays))
         ends = any(table.accepting[at] for at in here)
         return frame_mask(stays, ends, token_bytes, rows)
+
+    def _simulate(
+        self, rule_id: int, state: int, ids: list[int], stays: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Classify candidate tokens by the stack simulation from a base frame at (rule,
+        state): set those that stay in `stays`; return the escape rows of the others."""
+        token_bytes = self.info.token_bytes
+        base = self.stacks.push(CONTEXT, rule_id, state)
+        found = self.stacks.classify(base, [token_bytes[t] or b"" for t in ids])
+        staying = [t for t, (kind, _) in zip(ids, found, strict=True) if kind == STAYS]
+        _set(stays, np.asarray(staying, dtype=np.int64))
+        escaping: list[int] = []
+        offsets: list[int] = []
+        for token, (kind, where) in zip(ids, found, strict=True):
+            while kind == ESCAPES and where:
+                at = where.bit_length() - 1
+                escaping.append(token)
+                offsets.append(at)
+                where ^= 1 << at
+        return np.asarray(escaping, np.int64), np.asarray(offsets, np.int64)
+
+    def _kinds(self, rule_id: int, table: RuleTable) -> tuple[np.ndarray, np.ndarray]:
+        """A rule's accepting and call states as bool arrays (made once per rule)."""
+        found = self._kinds_of.get(rule_id)
+        if found is None:
+            calls = np.zeros(len(table.table), dtype=bool)
+            calls[list(table.calls)] = True
+            found = np.asarray(table.accepting, dtype=bool), calls
+            self._kinds_of[rule_id] = found
+        return found
 
     def _split(
         self, rule_id: int, table: RuleTable, at: int
@@ -372,23 +394,14 @@ def _less(
     return tokens[keep], offsets[keep]
 
 
-def _by_bytes(table: RuleTable, state: int, data: bytes) -> tuple[int, int] | None:
-    """How a candidate reads from (rule, state) when its byte path meets no call: it cannot
-    stay (staying without a call is reading by bytes, which it does not), so it escapes
-    where its byte path is at an accepting state, or is dead. None: a call is met, or it
-    reads to its end by bytes (the stack simulation decides)."""
-    flat, accepting, calls = table.flat, table.accepting, table.calls
-    offsets = 0
-    for at, byte in enumerate(data):
-        if at:
-            if state in calls:
-                return None
-            if accepting[state]:
-                offsets |= 1 << at
-        state = flat[state << 8 | byte]
-        if not state:
-            return (ESCAPES, offsets) if offsets else (0, 0)
-    return None
+def _offset_rows(tokens: np.ndarray, where: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Escape rows of tokens from their offset bits (bit k: escapes before byte k)."""
+    rows = []
+    for offset in range(1, WIDTH):
+        hit = (where >> offset & 1).astype(bool)
+        if hit.any():
+            rows.append((tokens[hit], np.full(int(hit.sum()), offset, dtype=np.int64)))
+    return rows
 
 
 def _words(ids: np.ndarray, words: int) -> np.ndarray:

@@ -37,6 +37,7 @@ class SortedTokens:
         self._buffer: tuple[np.ndarray, np.ndarray] | None = None
         self._starts: list[int] | None = None
         self._matrix: tuple[np.ndarray, np.ndarray] | None = None
+        self._positions: np.ndarray | None = None
 
     def starts(self) -> list[int]:
         """257 positions: where the tokens whose first byte is b begin (b = 0..256)."""
@@ -53,6 +54,14 @@ class SortedTokens:
             lengths = np.fromiter(map(len, self.tokens), np.int64, count=len(self.tokens))
             self._matrix = lengths, padded
         return self._matrix
+
+    def position(self, ids: np.ndarray) -> np.ndarray:
+        """The positions in the sorted list of token `ids` (-1: not walkable)."""
+        if self._positions is None:
+            self._positions = np.full(int(self.ids.max(initial=0)) + 1, -1, dtype=np.int64)
+            self._positions[self.ids] = np.arange(len(self.ids))
+        inside = ids < len(self._positions)
+        return np.where(inside, self._positions[np.where(inside, ids, 0)], -1)
 
     def holding(self, byte: int) -> np.ndarray:
         """The positions (ascending) of the tokens that hold `byte` before their last
@@ -210,3 +219,51 @@ def crossing_candidates(
         return positions
     now, crossed = walk_positions(sorted_, positions, 0, state, table, crossing, False)
     return sorted_.ids[positions[crossed & (now == 0)]]
+
+
+def escape_offsets(
+    sorted_: SortedTokens,
+    ids: np.ndarray,
+    state: int,
+    table: np.ndarray,
+    accepting: np.ndarray,
+    calls: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray]:
+    """How each token of `ids` reads from `state` of a rule by bytes, as arrays: `settled`
+    (its byte path dies, meeting no call state after its first byte) and, for those, the
+    offsets k >= 1 where the path stood at an accepting state before byte k (bit k: there
+    the token can escape, the caller reading the rest; none: the token is dead). Others
+    (a call met, or read to the end by bytes) need the stack simulation. Tokens longer
+    than WIDTH bytes are left to it too."""
+    lengths, matrix = sorted_.matrix()
+    positions = sorted_.position(ids)
+    known = positions >= 0
+    positions = np.where(known, positions, 0)
+    lengths = lengths[positions]
+    padded = matrix[positions]
+    settled = known & (lengths <= WIDTH)
+    where = np.zeros(len(ids), dtype=np.int64)
+    steps = np.ravel(table)
+    now = np.full(len(ids), state, dtype=np.int64)
+    rows = np.flatnonzero(settled)
+    at, left = now[rows], lengths[rows]
+    for offset in range(WIDTH):
+        if offset:
+            going = (left > offset) & (at != 0)
+            stop = calls[at] & going
+            if stop.any():  # a call met: the simulation decides
+                settled[rows[stop]] = False
+                going &= ~stop
+            if not going.all():
+                now[rows[~going]] = at[~going]
+                rows, at, left = rows[going], at[going], left[going]
+                if not len(rows):
+                    break
+            hit = accepting[at]
+            if hit.any():
+                where[rows[hit]] |= 1 << offset
+        at = steps.take(at * 256 + padded[:, offset].take(rows))
+    else:
+        now[rows] = at
+    settled &= now == 0  # read to their end by bytes: the simulation decides
+    return settled, where
