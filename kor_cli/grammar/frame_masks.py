@@ -286,9 +286,12 @@ class FrameMasks:
         by_bytes = indexes.by_bytes.packed(at)
         if indexes.crossing is None:
             return by_bytes, None, []
-        ids = crossing_candidates(
-            self._sorted, table.table, walker.crossing_table(), at, walker.entries(at)
-        )
+        if indexes.by_bytes._chains.ahead(at) is not None:
+            ids = None  # a string body: the crossing index's body tables are fastest
+        else:
+            ids = crossing_candidates(
+                self._sorted, table.table, walker.crossing_table(), at, walker.entries(at)
+            )
         if ids is not None:
             return by_bytes, _words(ids, self.words) & ~by_bytes, []
         return by_bytes, indexes.crossing.packed(indexes.size + at) & ~by_bytes, []
