@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from test_grammar_dependencies import assert_widened
 from test_grammar_disjoint import POOL, assert_exact
 
 from kor_cli.errors import GrammarError
@@ -150,7 +151,8 @@ def assert_same_as_subtracted(schema: dict[str, Any]) -> None:
     `if` subtracted as DFAs did."""
     factored = _accepted(schema, open_objects=False)
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(OneOfFactor, "failed_if", lambda self, holder: None)
+        patch.setattr(OneOfFactor, "failed_if", lambda self, holder, *settled: None)
+        patch.setattr(OneOfFactor, "negated_if", lambda self, holder, settled: None)
         patch.setattr(compile_module, "_cache", OrderedDict())  # no grammar from above
         subtracted = _accepted(schema, open_objects=False)
     assert factored == subtracted, schema
@@ -208,3 +210,47 @@ def test_if_beside_a_closed_else_is_not_factored() -> None:
     assert failed_if(typed, list, lambda s: True) == {"properties": {"x": {"not": {"const": 1}}}}
     other_type = {"if": {"type": "array", "properties": {"x": {}}}, "else": typed["else"]}
     assert failed_if(other_type, list, lambda s: True) is None
+
+
+@st.composite
+def negated(draw: st.DrawFn) -> dict[str, Any]:
+    """`if: {not: T}`, T a test on member x (prometheus' auth), beside a base that declares
+    x or closes the object, or neither (then the `if` is subtracted as before)."""
+    test: dict[str, Any] = {"properties": {"x": draw(VALUES)}}
+    if draw(st.booleans()):
+        test["required"] = ["x"]
+    if draw(st.booleans()):
+        test["type"] = "object"
+    out: dict[str, Any] = {"if": {"not": test}}
+    sides = st.sampled_from([{"required": ["kind"]}, {"properties": {"kind": {"const": None}}},
+                             {"type": "object"}, {"properties": {"x": {"type": "integer"}}}])
+    for side in ("then", "else"):
+        if draw(st.booleans()):
+            out[side] = draw(sides)
+    base = draw(st.sampled_from([{}, {"properties": {"x": {}, "kind": {}}},
+                                 {"properties": {"kind": {}}, "additionalProperties": False}]))
+    return {**base, "allOf": [out]}
+
+
+@given(negated())
+@settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+def test_negated_if_is_exact(schema: dict[str, Any]) -> None:
+    assert_exact(schema)
+
+
+@given(negated())
+@settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
+def test_negated_if_with_closed_objects(schema: dict[str, Any]) -> None:
+    """No invalid instance, and all the subtraction accepted (it subtracted an
+    over-approximation of `not T`, which also removed objects without x)."""
+    assert_widened(schema, OneOfFactor, "negated_if", lambda self, holder, settled: None)
+
+
+def test_negated_if_needs_the_member_settled() -> None:
+    factor = OneOfFactor(list, lambda s: True)
+    holder = {"if": {"not": {"properties": {"x": {"const": None}}}}}
+    assert factor.negated_if(holder, lambda name: False) is None
+    holds, fails = factor.negated_if(holder, lambda name: True) or ({}, {})
+    assert holds == {"type": "object", "properties": {"x": {"not": {"const": None}}},
+                     "required": ["x"]}  # fmt: skip
+    assert fails == {"properties": {"x": {"const": None}}}

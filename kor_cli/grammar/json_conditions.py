@@ -234,6 +234,33 @@ def presence_cases(keyword: str, value: Any, holder: Part) -> list[list[Part]] |
     return [case({"properties": {n[0]: False for n in found if n}})]
 
 
+def presence_if(holder: Part) -> list[list[Part]] | None:
+    """Exclusive cases for an `if` that only asks which members are present (`"if":
+    {"required": [a, b]}`), or None: the `then` beside "a and b present (or not an
+    object)", the `else` beside "an object without a" and "an object with a, without b"
+    (utam-page-object's actions: no subtraction of the whole object)."""
+    schema = holder.schema
+    names = _names(schema["if"])
+    if names is None:
+        return None
+
+    def made(made_schema: dict[str, Any]) -> Part:
+        return replace(holder, schema=made_schema, pointer=holder.at("if"), skip=frozenset(),
+                       ref=False, parent=0, synthetic=True)  # fmt: skip
+
+    def side(key: str) -> list[Part]:
+        if key not in schema:
+            return []
+        return [replace(holder, schema=schema[key], pointer=holder.at(key), skip=frozenset(),
+                        ref=False, parent=id(schema), synthetic=False)]  # fmt: skip
+
+    cases = [[made({"required": names}), *side("then")]]
+    for i, name in enumerate(names):
+        absent = {"type": "object", "required": names[:i], "properties": {name: False}}
+        cases.append([made(absent), *side("else")])
+    return cases
+
+
 def _names(schema: Any) -> list[str] | None:
     """The names of a schema that only says `required` (None otherwise)."""
     if not isinstance(schema, dict) or set(schema) - _SKIPPED != {"required"}:

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from kor_cli.errors import GrammarError
+from kor_cli.grammar import json_memberwise as memberwise
 from kor_cli.grammar.ast import Node, alt, difference
 from kor_cli.grammar.json_canonical import canonical_key, value_type
 from kor_cli.grammar.json_keywords import ANNOTATIONS, TYPES, Collector, Facts, Part
@@ -184,7 +185,12 @@ def rivals(collector: Collector, options: list[Part]) -> list[set[int]]:
 
 
 def one_of(
-    c: SchemaCompiler, options: list[Part], branch: Callable[..., Node], loc: Location, pos: bool
+    c: SchemaCompiler,
+    options: list[Part],
+    branch: Callable[..., Node],
+    loc: Location,
+    pos: bool,
+    facts: Facts,
 ) -> Node:
     """`oneOf`: each option minus the others it may overlap (none: it is `anyOf`)."""
     cases = closed_singles(c, options)
@@ -193,16 +199,23 @@ def one_of(
     overlaps = rivals(c.collector, options)
     nodes = {k: branch(p) for k, p in enumerate(options) if not overlaps[k]}
     tied = [k for k in range(len(options)) if overlaps[k]]
+    if tied and pos:  # rivals that fail member by member: products on member values only
+        applied = lambda s: c.resolver.draft_for(s).applied(s)  # noqa: E731
+        split = memberwise.cases(facts, options, overlaps, applied, c.defer.safe)
+        for k, parts in split.items():
+            nodes[k] = alt(*(branch(*p) for p in parts))
+        tied = [k for k in tied if k not in split]
     if tied and not pos:  # over-approximate: subtract only what certainly fails
         unders = {k: c.under(options[k], loc) for k in tied}
         for k in tied:
             nodes[k] = difference(branch(options[k]), alt(*(unders[j] for j in overlaps[k])))
     elif tied:
         c.subtracted.append(("oneOf", options[0].pointer.rsplit("/", 2)[0]))
+        needed = sorted(set().union(*(overlaps[k] for k in tied)))
         with c.exactly():
             kept = {k: c.settle(branch(options[k])) for k in tied}
             with c.subtracting(max(depth for _, depth in kept.values())):
-                negs = {k: c.conj([options[k]], loc, False) for k in tied}
+                negs = {j: c.conj([options[j]], loc, False) for j in needed}
         for k in tied:
             nodes[k] = difference(kept[k][0], alt(*(negs[j] for j in overlaps[k])))
     return alt(*(nodes[k] for k in range(len(options))))

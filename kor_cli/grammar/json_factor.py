@@ -63,21 +63,44 @@ class OneOfFactor:
         self.applied = applied
         self.safe = safe
         self.resolve = resolve  # a schema's `$ref` target (None if it has none / on error)
-        self._made: dict[tuple[str, int], tuple[Any, dict[str, Any] | None]] = {}
+        self._made: dict[tuple[str, int], tuple[Any, Any]] = {}
 
     def factored(self, options: Any) -> dict[str, Any] | None:
         """The schema equivalent to `oneOf: options` over one member, or None."""
         return self._memo("oneOf", options, lambda: one_key(options, self.applied, self.safe))
 
-    def failed_if(self, holder: dict[str, Any]) -> dict[str, Any] | None:
-        """The objects on which `holder`'s `if` fails, as a schema on one member, or None."""
-        return self._memo(
-            "if", holder, lambda: failed_if(holder, self.applied, self.safe, self.resolve)
-        )
-
-    def _memo(
-        self, kind: str, value: Any, make: Callable[[], dict[str, Any] | None]
+    def failed_if(
+        self, holder: dict[str, Any], settled: Callable[[str], bool] = lambda name: False
     ) -> dict[str, Any] | None:
+        """The objects on which `holder`'s `if` fails, as a schema on one member, or None.
+        `settled(member)`: the conjunction around decides whether the member may be
+        present (it declares it, or closes the object explicitly)."""
+        found = self._memo(
+            "if", holder, lambda: _failed(holder, self.applied, self.safe, self.resolve)
+        )
+        return found[0] if found is not None and (found[2] or settled(found[1])) else None
+
+    def negated_if(
+        self, holder: dict[str, Any], settled: Callable[[str], bool]
+    ) -> tuple[dict[str, Any], dict[str, Any]] | None:
+        """For `"if": {"not": T}` with T a test on one member's value (prometheus' auth:
+        `{"not": {"properties": {"basic_auth": {"const": null}}}}`): (where the `if`
+        holds, where it fails), as schemas on that member (where T fails, and T), or None.
+        Both are made-up parts beside `then`/`else`: the member must be settled around."""
+        cond = holder.get("if")
+        if not isinstance(cond, dict) or set(self.applied(cond)) - _NOTES != {"not"}:
+            return None
+        if "unevaluatedProperties" in holder:  # a failing `not` annotates nothing
+            return None
+        inner = {"if": cond["not"], **{k: v for k, v in holder.items() if k == "properties"}}
+        found = self._memo("not-if", holder, lambda: (inner, _failed(inner, self.applied,
+                                                                     self.safe, None)))  # fmt: skip
+        made = found[1]
+        if made is None or not (made[2] or settled(made[1])):
+            return None
+        return made[0], found[0]["if"]
+
+    def _memo(self, kind: str, value: Any, make: Callable[[], Any]) -> Any:
         found = self._made.get((kind, id(value)))
         if found is None:
             found = self._made[(kind, id(value))] = (value, make())
@@ -120,6 +143,18 @@ def failed_if(
     resolve: Callable[[Any], Any] | None = None,
 ) -> dict[str, Any] | None:
     """See the module docstring; None when the conditions do not hold."""
+    found = _failed(holder, applied, safe, resolve)
+    return found[0] if found is not None and found[2] else None
+
+
+def _failed(
+    holder: dict[str, Any],
+    applied: Callable[[dict[str, Any]], list[str]],
+    safe: Callable[[Any], bool],
+    resolve: Callable[[Any], Any] | None,
+) -> tuple[dict[str, Any], str, bool] | None:
+    """(where the `if` fails, its member, whether the holder or the `else` settles the
+    member) or None when the `if` is not a test on one member's value."""
     cond, other = holder.get("if"), holder.get("else", {})
     if not isinstance(cond, dict) or not set(applied(cond)) <= _ALLOWED | {"type"}:
         return None
@@ -129,18 +164,16 @@ def failed_if(
     if not isinstance(props, dict) or len(props) != 1 or not isinstance(required, list):
         return None
     (name,) = props
-    if not set(required) <= {name} or not safe(props[name]):
+    if not set(required) <= {name} or not safe(props[name]) or "unevaluatedProperties" in holder:
         return None
     declared = [holder.get("properties"), other.get("properties") if isinstance(other, dict) else 0]
-    if not any(isinstance(names, dict) and name in names for names in declared):
-        if "unevaluatedProperties" in holder or not _opens(other, applied, resolve):
-            return None
+    ok = any(isinstance(names, dict) and name in names for names in declared)
     out: dict[str, Any] = {"properties": {name: {"not": props[name]}}}
     if "type" not in cond:  # the `if` holds on every non-object: the `else` side has none
         out = {"type": "object", **out}
     if name not in required:
         out["required"] = [name]
-    return out
+    return out, name, ok or _opens(other, applied, resolve)
 
 
 def _opens(

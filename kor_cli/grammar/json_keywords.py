@@ -23,6 +23,7 @@ from kor_cli.grammar.json_conditions import (
     group_conditions,
     group_dependencies,
     presence_cases,
+    presence_if,
 )
 from kor_cli.grammar.json_drafts import FORMATS
 from kor_cli.grammar.json_refs import Resolver, escape_pointer
@@ -226,7 +227,11 @@ class Collector:
         if any(k in keys for k in _OBJECT_KEYS):
             facts.objects.append(_object_part(part))
         if "if" in keys and "if" not in part.skip:
-            facts.pending.append(("if", index, schema["if"]))
+            cases = presence_if(facts.parts[index])
+            if cases is not None:  # only which members are present: no product
+                facts.pending.append(("cases", index, ("if", cases)))
+            else:
+                facts.pending.append(("if", index, schema["if"]))
 
     def ref(self, facts: Facts, part: Part, value: Any, queue: list[Part], index: int) -> None:
         if not isinstance(value, str):

@@ -254,7 +254,8 @@ class SchemaCompiler:
         if kind == "oneOf":
             if (factored := self.factor.factored(value)) is not None:  # one member's product
                 return branch(Part(factored, holder.at(kind), parent=owner))
-            return one_of(self, [sub(s, kind, k) for k, s in enumerate(value)], branch, loc, pos)
+            options = [sub(s, kind, k) for k, s in enumerate(value)]
+            return one_of(self, options, branch, loc, pos, facts)
         if not pos:  # over-approximate: subtract only what certainly fails
             if kind == "not":
                 return difference(branch(), self.under(Part(value, holder.at("not")), loc))
@@ -262,10 +263,15 @@ class SchemaCompiler:
                 cond, then, other = _conditional(holder, sub)
                 return alt(branch(*then), difference(branch(*other), self.under(cond, loc)))
             return alt(*(branch(sub(s, kind, k)) for k, s in enumerate(value)))
-        if kind == "if" and (fails := self.factor.failed_if(holder.schema)) is not None:
+        settled = _settled(facts)
+        if kind == "if" and (fails := self.factor.failed_if(holder.schema, settled)) is not None:
             cond, then, other = _conditional(holder, sub)  # `else`: a product on one member
             failed = Part(fails, holder.at("if"), parent=owner, synthetic=True)
             return alt(branch(cond, *then), branch(*other, failed))
+        if kind == "if" and (sides := self.factor.negated_if(holder.schema, settled)) is not None:
+            _, then, other = _conditional(holder, sub)  # `if: {not: T}`, T on one member
+            holds, fails = (Part(s, holder.at("if"), parent=owner, synthetic=True) for s in sides)
+            return alt(branch(holds, *then), branch(*other, fails))
         if kind in ("not", "if"):
             self.subtracted.append((kind, holder.pointer))
         if kind == "not":
@@ -468,6 +474,14 @@ def _free(part: Part) -> bool:
     """True when `part` constrains nothing (`true`, or only annotations)."""
     schema = part.schema
     return schema is True or isinstance(schema, dict) and set(schema) - part.skip <= ANNOTATIONS
+
+
+def _settled(facts: Facts) -> Callable[[str], bool]:
+    """Whether the conjunction decides if a member may be present whatever made-up parts
+    say (it declares the member, or an `additionalProperties: false` closes the object)."""
+    names = {n for o in facts.objects for n in [*o.props, *o.required]}
+    closed = any(o.additional is False for o in facts.objects)
+    return lambda name: closed or name in names
 
 
 def _conditional(holder: Part, sub: Any) -> tuple[Part, list[Part], list[Part]]:
