@@ -10,12 +10,16 @@ can reach the accept state, because the AST constructors remove the empty langua
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from kor_cli.errors import GrammarError
 from kor_cli.grammar.ast import Alt, Automaton, Bytes, Join, Node, Product, Repeat, Seq, children
 from kor_cli.grammar.limits import check
+
+if TYPE_CHECKING:
+    from kor_cli.grammar.fsm import ByteDFA
 
 
 def automaton_byte_sets(node: Automaton) -> list[int]:
@@ -76,18 +80,27 @@ class NFA:
         self.edges: list[list[tuple[int, int]]] = []
         self.eps: list[list[int]] = []
         self._memo: dict[int, int] = {}
+        self._embedded: dict[int, tuple[list[list[tuple[int, int]]], list[int]]] = {}
+        self._next_check = 0
 
     def new(self) -> int:
-        if not len(self.edges) & 1023:
-            check()
-        if len(self.edges) >= self.limit:
+        size = len(self.edges)
+        if size >= self._next_check:
+            self._guard(1)
+        self.edges.append([])
+        self.eps.append([])
+        return size
+
+    def _guard(self, count: int) -> None:
+        """Check the CPU limit every 1024 states and the state limit before adding `count`."""
+        size = len(self.edges)
+        check()
+        if size + count > self.limit:
             raise GrammarError(
                 f"grammar too large: more than {self.limit} NFA states "
                 "(reduce repetition counts, lengths or nesting)"
             )
-        self.edges.append([])
-        self.eps.append([])
-        return len(self.edges) - 1
+        self._next_check = min(size + count + 1024, self.limit)
 
     def classes_of(self, byte_mask: int) -> int:
         """The class mask covering exactly the bytes of `byte_mask`."""
@@ -219,14 +232,27 @@ class NFA:
             self.eps[self.build(node.sep, cur) if k else cur].append(entry)
 
     def _automaton(self, node: Automaton, src: int) -> int:
+        """A copy of the embedded DFA's live states (its class-level edges are computed
+        once per NFA, then shifted for every copy)."""
         dfa = node.dfa
-        base = [0] + [self.new() for _ in range(1, dfa.num_states)]
+        rows, accepting = self._embedding(dfa)
+        size = len(self.edges)
+        self._guard(len(rows))
+        shift = size - 1  # DFA state s (1..) is NFA state shift + s
+        self.edges.extend([(m, t + shift) for m, t in row] for row in rows)
+        self.eps.extend([] for _ in rows)
         dst = self.new()
-        self.eps[src].append(base[dfa.start])
-        accepting = dfa.accepting.tolist()
-        for s, edges in enumerate(dfa.edges()):
-            if s:
-                self.edges[base[s]] += [(self.classes_of(m), base[t]) for m, t in edges]
-                if accepting[s]:
-                    self.eps[base[s]].append(dst)
+        self.eps[src].append(shift + dfa.start)
+        for s in accepting:
+            self.eps[shift + s].append(dst)
         return dst
+
+    def _embedding(self, dfa: ByteDFA) -> tuple[list[list[tuple[int, int]]], list[int]]:
+        """Class-mask edges of the DFA's states 1.. and its accepting states."""
+        found = self._embedded.get(id(dfa))
+        if found is None:
+            classes_of = self.classes_of
+            rows = [[(classes_of(m), t) for m, t in edges] for edges in dfa.edges()[1:]]
+            found = (rows, np.flatnonzero(dfa.accepting).tolist())
+            self._embedded[id(dfa)] = found
+        return found
