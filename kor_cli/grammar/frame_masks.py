@@ -186,14 +186,20 @@ class FrameMasks:
             return frame_mask(np.zeros(self.words, dtype="<u4"), bool(state), token_bytes)
         rules = self.stacks.rules
         here = rules.epsilon_states(rule_id, state) if self._calls else [state]
-        stays = np.zeros(self.words, dtype="<u4")
-        candidates = np.zeros(self.words, dtype="<u4")
+        stays: np.ndarray | None = None
+        candidates: np.ndarray | None = None
         walked: list[tuple[np.ndarray, np.ndarray]] = []  # escapes the walks told apart
         for at in here:
             by_bytes, crossing, escapes = self._split(rule_id, table, at)
-            stays |= by_bytes
+            if stays is None:
+                stays = by_bytes
+            else:
+                stays |= by_bytes
             if crossing is not None:
-                candidates |= crossing
+                if candidates is None:
+                    candidates = crossing
+                else:
+                    candidates |= crossing
             for lo, hi, depth in escapes:
                 walked.append((self._sorted.ids[lo:hi], np.full(hi - lo, depth, np.int64)))
         extra: list[np.ndarray] = []
@@ -202,13 +208,17 @@ class FrameMasks:
                 inner = self.get(callee, self.stacks.table(callee).start)
                 stays |= inner.stays
                 extra.append(inner.escape_tokens)
-        stays &= self._keep
-        candidates &= self._keep & ~stays
+        assert stays is not None  # `here` holds `state`
         called = np.unique(np.concatenate(extra)) if extra else np.zeros(0, np.int64)
         if len(called):
+            if candidates is None:
+                candidates = np.zeros(self.words, dtype="<u4")
             _set(candidates, called)
+        if candidates is not None:
             candidates &= ~stays
-        ids_array = _ids(candidates, self.info.vocab_size)
+            ids_array = _ids(candidates, self.info.vocab_size)
+        else:
+            ids_array = np.zeros(0, dtype=np.int64)
         rows = [_less(walked, stays, ids_array)] if walked else []
         if len(ids_array):
             self.candidates += len(ids_array)
@@ -259,11 +269,12 @@ class FrameMasks:
     def _split(
         self, rule_id: int, table: RuleTable, at: int
     ) -> tuple[np.ndarray, np.ndarray | None, list[tuple[int, int, int]]]:
-        """The tokens read by bytes alone from state `at` of a rule, and (with calls) the
-        candidates: those that meet a crossing state after a byte and die by bytes later,
-        less the `escapes` (ranges of the sorted tokens and where they escape) the walk
-        tells apart. A pruned walk of the sorted tokens (`frame_walk`) where the state reads
-        few bytes, else the rule's two token indexes."""
+        """The tokens read by bytes alone from state `at` of a rule, and (with calls; None
+        when none) the candidates: those that meet a crossing state after a byte and die by
+        bytes later, less the `escapes` (ranges of the sorted tokens and where they escape)
+        the walk tells apart; words are fresh arrays, stop ids clear. A pruned walk of the
+        sorted tokens (`frame_walk`) where the state reads few bytes, else the rule's two
+        token indexes."""
         walker = self._walkers.get(rule_id)
         if walker is None:
             walker = self._walkers[rule_id] = RuleWalker(self.stacks, rule_id, table)
@@ -281,9 +292,9 @@ class FrameMasks:
             by_bytes, crossing = split_words(self._sorted, split, self.words)
             if not self._calls:
                 return by_bytes, None, []
-            return by_bytes, crossing, split.escapes
+            return by_bytes, crossing if split.ranges or split.singles else None, split.escapes
         indexes = self._rule_indexes(rule_id, table)
-        by_bytes = indexes.by_bytes.packed(at)
+        by_bytes = indexes.by_bytes.packed(at) & self._keep
         if indexes.crossing is None:
             return by_bytes, None, []
         if indexes.by_bytes._chains.ahead(at) is not None:
@@ -294,7 +305,8 @@ class FrameMasks:
             )
         if ids is not None:
             return by_bytes, _words(ids, self.words) & ~by_bytes, []
-        return by_bytes, indexes.crossing.packed(indexes.size + at) & ~by_bytes, []
+        crossing = indexes.crossing.packed(indexes.size + at) & self._keep
+        return by_bytes, crossing & ~by_bytes, []
 
     def _rule_indexes(self, rule_id: int, table: RuleTable) -> _RuleIndexes:
         found = self._indexes.get(rule_id)
