@@ -13,8 +13,10 @@ generated as extras, and held to every schema that may apply when named.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
+from kor_cli.grammar import json_terminals as terminals
 from kor_cli.grammar.ast import (
     NOTHING,
     Automaton,
@@ -51,16 +53,20 @@ def obj(c: SchemaCompiler, facts: Facts, loc: Location, pos: bool) -> Node:
     required = shape.required()
     if required is None:
         return NOTHING
-    slots: list[tuple[Node, bool]] = []
+    members: list[tuple[str, Node, str]] = []
     names = loc.names + tuple(n for n in shape.declared + required if n not in loc.names)
-    for name in dict.fromkeys(names):
+    for name in shape.candidates(dict.fromkeys(names)):
         text = json.dumps(name, ensure_ascii=False)
         if not shape.possible(name) or not all(c.accepts(n, text) for n in names_nodes):
             if name in required:
                 return NOTHING
             continue
-        value = c.member(shape.value_parts(name), loc.child(name), pos)
-        slots.append((seq(c.name(name), c.key_sep, value), name in required))
+        parts = shape.value_parts(name)
+        value = c.member(parts, loc.child(name), pos)
+        members.append((name, value, parts[0].pointer if parts else loc_pointer(facts)))
+    if pos and not c.exact:
+        members = terminals.split(c.rules, members)
+    slots = [(seq(c.name(n), c.key_sep, v), n in required) for n, v, _ in members]
     tails = []
     for key, parts in shape.extras(c.other_key(loc.names)):
         for names_node in names_nodes:
@@ -70,6 +76,11 @@ def obj(c: SchemaCompiler, facts: Facts, loc: Location, pos: bool) -> Node:
     lo, hi = facts.min_props, facts.max_props
     tail = alt(*tails) if tails else None
     return seq(OPEN_BRACE, join(slots, c.item_sep, tail, lo, hi), CLOSE_BRACE)
+
+
+def loc_pointer(facts: Facts) -> str:
+    """A pointer naming the object (its first part's)."""
+    return facts.parts[0].pointer if facts.parts else ""
 
 
 def _unevaluated_props(facts: Facts) -> list[ObjectPart]:
@@ -102,6 +113,7 @@ class _Shape:
         self.c = c
         self.objs = objs
         self.declared = list(dict.fromkeys(n for o in objs for n in o.props))
+        self._named = set(self.declared).union(*(o.required for o in objs))
         self.closers = [o for o in objs if o.additional is False]
         self.patterns = [(o, p, sub) for o in objs for p, sub in o.patterns.items()]
         if len(self.patterns) > MAX_PATTERNS:
@@ -113,6 +125,14 @@ class _Shape:
         closed_default = pos and not opened and declares and not c.open_objects
         self.open = not self.closers and not closed_default
 
+    def candidates(self, names: Iterable[str]) -> list[str]:
+        """`names` without those `possible` certainly refuses: an object closed (by default
+        or explicitly) without patterns has only its declared and required names (a
+        location may list hundreds: utcm-monitor's)."""
+        if self.open or self.patterns or any(o.patterns for o in self.closers):
+            return list(names)
+        return [n for n in names if n in self._named]
+
     def required(self) -> list[str] | None:
         """The required names, or None if one of them cannot be present."""
         required = list(dict.fromkeys(n for o in self.objs for n in o.required))
@@ -121,7 +141,7 @@ class _Shape:
     def possible(self, name: str) -> bool:
         if any(name not in o.props and not self._matched(o, name) for o in self.closers):
             return False
-        declared = name in self.declared or any(name in o.required for o in self.objs)
+        declared = name in self._named
         return declared or self.open or any(self._matched(o, name) for o in self.objs)
 
     def value_parts(self, name: str) -> list[Part]:
@@ -173,6 +193,8 @@ class _Shape:
 
     def _matched(self, o: ObjectPart, name: str) -> bool:
         """`name` certainly matches one of `o`'s patterns (in every regex flavour)."""
+        if not o.patterns:
+            return False
         text = json.dumps(name, ensure_ascii=False)
         return any(self.c.accepts(self.c.key_pattern(p, True, o.pointer), text) for p in o.patterns)
 
