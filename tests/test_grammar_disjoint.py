@@ -254,3 +254,22 @@ def test_many_closed_single_members_need_no_product() -> None:
     assert accepted_with(schema, {"m3": {"v": 1}}, options_)
     assert not accepted_with(schema, {"m3": {"v": 1}, "m4": {}}, options_)
     assert not accepted_with(schema, {}, options_)  # every option passes
+
+
+@given(st.lists(tagged(), min_size=2, max_size=3))
+@settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
+def test_one_of_within_an_object_is_exact(options: list[Any]) -> None:
+    assert_exact({"type": "object", "oneOf": options})
+
+
+def test_options_without_type_are_disjoint_within_an_object() -> None:
+    # webjob-publish-settings: options tell runMode apart but say no `type`; they all
+    # accept every non-object, which the root's `type: object` rules out
+    options = [{"properties": {"mode": {"enum": ["a"]}, "at": {}}, "required": ["at"]},
+               {"properties": {"mode": {"enum": ["b", "c"]}}, "required": ["mode"]}]  # fmt: skip
+    compiler = SchemaCompiler({"type": "object", "oneOf": options})
+    compiler.compile()
+    assert compiler.subtracted == []
+    untyped = SchemaCompiler({"oneOf": options})
+    untyped.compile()
+    assert untyped.subtracted != []  # non-objects pass both: a product is needed

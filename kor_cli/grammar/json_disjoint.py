@@ -175,9 +175,11 @@ def _apart(mine: frozenset[str] | None, theirs: frozenset[str] | None) -> bool:
     return mine == frozenset() or theirs == frozenset()
 
 
-def rivals(collector: Collector, options: list[Part]) -> list[set[int]]:
-    """For each option, the other options it may share an instance with."""
-    shapes = [shape(collector, [p]) for p in options]
+def rivals(collector: Collector, options: list[Part], base: Shape = ANYTHING) -> list[set[int]]:
+    """For each option, the other options it may share an instance with (within `base`,
+    the shape of the conjunction around: a `type: object` there makes options without a
+    `type` disjoint by their members, as the non-objects they all accept are not there)."""
+    shapes = [base.meet(shape(collector, [p])) for p in options]
     return [
         {j for j, other in enumerate(shapes) if j != k and not disjoint(mine, other)}
         for k, mine in enumerate(shapes)
@@ -196,7 +198,7 @@ def one_of(
     cases = closed_singles(c, options)
     if cases is not None:  # exclusive cases, exact: no product
         return alt(*(branch(*case) for case in cases))
-    overlaps = rivals(c.collector, options)
+    overlaps = rivals(c.collector, options, _of(facts))
     nodes = {k: branch(p) for k, p in enumerate(options) if not overlaps[k]}
     tied = [k for k in range(len(options)) if overlaps[k]]
     if tied and pos:  # rivals that fail member by member: products on member values only
