@@ -26,6 +26,7 @@ from kor_cli.grammar.ast import (
     Repeat,
     Seq,
     alt,
+    byte_range,
     difference,
     intersect,
     join,
@@ -293,3 +294,28 @@ def test_large_shared_subtrees(node: Node) -> None:
     tree = seq(big, opt(literal("c")), big)
     check_language(tree)
     assert dfa_cache.cached(big, LIMIT) is not None  # compiled apart, then embedded
+
+
+def test_embedding_over_many_classes() -> None:
+    """An automaton embedded in an NFA of more than 63 byte classes (several mask words)."""
+    dfa_cache.clear()
+    inner = Automaton(compile_ast(seq(byte_range(0, 199), repeat(byte_range(50, 250), 0, 2))))
+    pairs = alt(*(seq(literal(bytes([b])), literal(bytes([b]))) for b in range(0, 200, 2)))
+    tree = seq(pairs, inner, opt(inner))
+    dfa = compile_ast(tree)
+    words = [
+        bytes([a, a, b, c])
+        for a in range(0, 201, 5)
+        for b in (0, 60, 199, 230)
+        for c in (10, 120, 240)
+    ]
+    words += [
+        bytes([a, a, b, c, d])
+        for a in (0, 100, 198)
+        for b in (49, 200)
+        for c in (50, 251)
+        for d in (0, 250)
+    ]
+    for word in words:
+        assert dfa.accepts(word) == (len(word) in ends(tree, word, 0, {})), word
+    assert sum(dfa.accepts(word) for word in words) > 50

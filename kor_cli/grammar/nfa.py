@@ -81,6 +81,7 @@ class NFA:
         self.eps: list[list[int]] = []
         self._memo: dict[int, int] = {}
         self._embedded: dict[int, tuple[list[list[tuple[int, int]]], list[int]]] = {}
+        self._reps: np.ndarray | None = None  # one byte of each class
         self._next_check = 0
 
     def new(self) -> int:
@@ -248,11 +249,34 @@ class NFA:
         return dst
 
     def _embedding(self, dfa: ByteDFA) -> tuple[list[list[tuple[int, int]]], list[int]]:
-        """Class-mask edges of the DFA's states 1.. and its accepting states."""
+        """Class-mask edges of the DFA's states 1.. and its accepting states (vectorised:
+        the DFA's columns at one byte of each NFA class, grouped by (state, target))."""
         found = self._embedded.get(id(dfa))
         if found is None:
-            classes_of = self.classes_of
-            rows = [[(classes_of(m), t) for m, t in edges] for edges in dfa.edges()[1:]]
+            if self._reps is None:
+                self._reps = np.array([(m & -m).bit_length() - 1 for m in self.class_masks])
+            table = dfa.transitions[1:, self._reps]
+            rows: list[list[tuple[int, int]]] = [[] for _ in range(len(table))]
+            src, cls = np.nonzero(table)
+            if len(src):
+                key = src.astype(np.int64) * dfa.num_states + table[src, cls]
+                order = np.argsort(key, kind="stable")
+                key, cls = key[order], cls[order]
+                starts = np.flatnonzero(np.concatenate(([True], key[1:] != key[:-1])))
+                pairs = key[starts].tolist()
+                for pair, mask in zip(pairs, _or_of_bits(cls, starts), strict=True):
+                    rows[pair // dfa.num_states].append((mask, pair % dfa.num_states))
             found = (rows, np.flatnonzero(dfa.accepting).tolist())
             self._embedded[id(dfa)] = found
         return found
+
+
+def _or_of_bits(bits: np.ndarray, starts: np.ndarray) -> list[int]:
+    """For each run of `bits` beginning at `starts`, the int with those bit positions set."""
+    out: list[int] = [0] * len(starts)
+    for word in range(0, int(bits.max()) + 1, 63):  # 63 positions at a time as uint64
+        inside = (bits >= word) & (bits < word + 63)
+        shifted = np.left_shift(np.uint64(1), np.clip(bits - word, 0, 62).astype(np.uint64))
+        part = np.bitwise_or.reduceat(np.where(inside, shifted, np.uint64(0)), starts).tolist()
+        out = [a | b << word for a, b in zip(out, part, strict=True)] if word else part
+    return out
