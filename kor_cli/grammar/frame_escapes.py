@@ -33,7 +33,8 @@ class FrameMask:
     (`firsts`); `escape_bytes`: every first byte of a suffix, as a 256-bit int."""
 
     __slots__ = (
-        "stays", "ends", "tokens", "offsets", "firsts", "token_bytes", "escape_bytes", "_grouped"
+        "stays", "ends", "tokens", "offsets", "firsts", "token_bytes", "escape_bytes",
+        "_grouped", "_every",
     )  # fmt: skip
 
     def __init__(
@@ -50,11 +51,14 @@ class FrameMask:
         self.tokens, self.offsets, self.firsts = tokens, offsets, firsts
         self.token_bytes, self.escape_bytes = token_bytes, escape_bytes
         self._grouped: dict[int, tuple[Escape, ...]] = {}
+        self._every: np.ndarray | None = None
 
     @property
     def escape_tokens(self) -> np.ndarray:
         """Every escaping token (ascending, int64)."""
-        return np.unique(self.tokens)
+        if self._every is None:
+            self._every = np.unique(self.tokens) if len(self.tokens) else _NONE
+        return self._every
 
     def escapes_at(self, byte: int) -> tuple[Escape, ...]:
         """The escapes whose suffix starts with `byte`, by suffix (tokens ascending)."""
@@ -88,12 +92,12 @@ def frame_mask(
     rows: Iterable[tuple[np.ndarray, np.ndarray]] = (),
 ) -> FrameMask:
     """A `FrameMask` from its stays words, `ends`, and escape rows as (token ids, offsets)
-    arrays (a token may escape at several offsets: one row each)."""
+    arrays (a token may escape at several offsets: one row each; no row twice)."""
     parts = [(t, o) for t, o in rows if len(t)]
     if not parts:
         return FrameMask(stays, ends, token_bytes=token_bytes)
-    keys = np.unique(np.concatenate([t.astype(np.int64) << 16 | o for t, o in parts]))
-    tokens, offsets = keys >> 16, keys & 0xFFFF  # one row per (token, offset), ascending
+    tokens = np.concatenate([t for t, _ in parts]).astype(np.int64, copy=False)
+    offsets = np.concatenate([o for _, o in parts]).astype(np.int64, copy=False)
     pairs = zip(tokens.tolist(), offsets.tolist(), strict=True)
     firsts = np.fromiter(
         ((token_bytes[t] or b"\0")[o] for t, o in pairs), dtype=np.uint8, count=len(tokens)

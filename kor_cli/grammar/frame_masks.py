@@ -403,6 +403,9 @@ def _less(
     simulation tells all of their ways)."""
     tokens = np.concatenate([t for t, _ in walked])
     offsets = np.concatenate([o for _, o in walked])
+    if len(walked) > 1:  # walks from several states may find one row twice
+        keys = np.unique(tokens << 16 | offsets)
+        tokens, offsets = keys >> 16, keys & 0xFFFF
     keep = (stays[tokens >> 5] >> (tokens & 31).astype("<u4")) & 1 == 0
     if len(candidates):
         keep &= ~np.isin(tokens, candidates)
