@@ -9,10 +9,10 @@ XGrammar and llguidance; outlines-core unrolls it (a DFA). Our masks are checked
 brute force over the DFA with the recursion unrolled ORACLE_DEPTH deep, deeper than the
 walked sequences nest.
 
-Per tokenizer, once: each engine's tokenizer setup (ours: TokenizerInfo, byte trie and
-string-body tables; XGrammar: TokenizerInfo + GrammarCompiler; llguidance: LLTokenizer;
-outlines-core: a Vocabulary built from our byte table, since it cannot read a local HF
-tokenizer).
+Per tokenizer, once: each engine's tokenizer setup (ours: TokenizerInfo, byte trie,
+string-body tables and the sorted tokens' padded matrix; XGrammar: TokenizerInfo +
+GrammarCompiler; llguidance: LLTokenizer; outlines-core: a Vocabulary built from our byte
+table, since it cannot read a local HF tokenizer).
 Per engine × schema × tokenizer:
 
 - compile: schema → ready matcher (ours: compile_json_schema + compile_grammar, the matcher
@@ -77,6 +77,7 @@ from kor_cli.grammar import dfa_cache, disk_cache
 from kor_cli.grammar.compile import GrammarOptions, compile_json_schema, serialize
 from kor_cli.grammar.index import TokenIndex, token_trie
 from kor_cli.grammar.surface import CompiledGrammar, GrammarMatcher, TokenizerInfo, compile_grammar
+from kor_cli.grammar.token_arrays import sorted_tokens
 from kor_cli.testing import QWEN_LOGITS_WIDTH, TOKENIZER_NAMES, load_offline_tokenizer
 
 ENGINES = ("kor", "xgrammar", "llguidance", "outlines")
@@ -109,7 +110,8 @@ class Kor:
 
     def __init__(self, tokenizer: Any, info: TokenizerInfo) -> None:
         self.info = info
-        token_trie(info)  # shared trie and string-body tables: per-tokenizer setup
+        token_trie(info)  # shared trie and string-body tables: per-tokenizer setup,
+        sorted_tokens(info).matrix()  # and the sorted tokens' padded matrix (frame masks)
         os.environ[disk_cache.ENV] = "off"  # compiles and masks are timed cold, not read back
 
     def compile(self, schema: Any) -> CompiledGrammar:
