@@ -99,7 +99,11 @@ def same(a: tuple[np.ndarray, np.ndarray, int], b: tuple[np.ndarray, np.ndarray,
 @given(tables())
 @settings(max_examples=300, deadline=None)
 def test_moore_matches_reference(case: tuple[np.ndarray, np.ndarray, int]) -> None:
+    assert len(case[0]) <= minimize_module._SMALL  # the plain-Python path
     assert same(minimize(*case), reference_minimize(*case))
+    with pytest.MonkeyPatch.context() as patch:  # the numpy path on the same tables
+        patch.setattr(minimize_module, "_SMALL", 0)
+        assert same(minimize(*case), reference_minimize(*case))
 
 
 @given(tables())
@@ -108,10 +112,12 @@ def test_fallbacks_match(case: tuple[np.ndarray, np.ndarray, int]) -> None:
     """Hopcroft (Moore past its round limit) and a colliding hash give the same table."""
     expected = reference_minimize(*case)
     with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(minimize_module, "_SMALL", 0)
         patch.setattr(minimize_module, "_MOORE_ROUNDS", 0)
         assert same(minimize(*case), expected)
     with pytest.MonkeyPatch.context() as patch:  # every block hashes alike: check fails
-        patch.setattr(minimize_module, "_mix", lambda x: np.ones(len(x), dtype=np.uint64))
+        patch.setattr(minimize_module, "_SMALL", 0)
+        patch.setattr(minimize_module, "_values", lambda n: np.ones(n, dtype=np.uint64))
         assert same(minimize(*case), expected)
 
 

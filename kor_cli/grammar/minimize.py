@@ -227,6 +227,8 @@ def minimize(
     table: np.ndarray, accepting: np.ndarray, start: int
 ) -> tuple[np.ndarray, np.ndarray, int]:
     """Minimal canonical DFA: (table, accepting, start); start is 1, or 0 if empty."""
+    if len(table) <= _SMALL:
+        return _small(table, accepting, start)
     blocks = _moore(table, accepting)
     if blocks is not None:  # states equivalent to the dead one cannot reach acceptance
         block_of: np.ndarray | list[int] = np.where(blocks == blocks[0], -1, blocks)
@@ -238,20 +240,55 @@ def minimize(
     return _canonical(table, accepting, start, block_of)
 
 
+_SMALL = 48  # tables this small are minimised in plain Python (numpy calls cost more)
+
+
+def _small(
+    table: np.ndarray, accepting: np.ndarray, start: int
+) -> tuple[np.ndarray, np.ndarray, int]:
+    """`minimize` in plain Python: Moore's refinement on row tuples, then BFS numbering
+    (the same canonical order as `_canonical`)."""
+    rows = table.tolist()
+    acc = accepting.tolist()
+    block = [int(a) for a in acc]
+    count = len(set(block))
+    while True:
+        get = block.__getitem__
+        ids: dict[tuple[int, ...], int] = {}
+        block = [ids.setdefault((block[s], *map(get, row)), len(ids)) for s, row in enumerate(rows)]
+        if len(ids) == count:
+            break
+        count = len(ids)
+    dead = block[0]
+    if block[start] == dead:
+        return np.zeros((1, table.shape[1]), dtype=np.int32), np.zeros(1, dtype=bool), 0
+    number = {dead: 0, block[start]: 1}
+    queue = [start]
+    out = [[0] * table.shape[1]]
+    for s in queue:
+        numbered = []
+        for t in rows[s]:
+            found = number.get(block[t])
+            if found is None:
+                found = number[block[t]] = len(number)
+                queue.append(t)
+            numbered.append(found)
+        out.append(numbered)
+    return np.array(out, dtype=np.int32), np.array([False] + [acc[s] for s in queue]), 1
+
+
 _MOORE_ROUNDS = 128  # past this many rounds (long chains) Hopcroft is cheaper
 _WEIGHTS = np.random.default_rng(20261201).integers(0, 2**62, size=4097, dtype=np.uint64) * 2 + 1
-_U = np.uint64
+_VALUES = np.zeros(0, dtype=np.uint64)
 
 
-def _mix(x: np.ndarray) -> np.ndarray:
-    """A 64-bit hash of each block id (splitmix64's finaliser)."""
-    x = (x.astype(np.uint64) + _U(1)) * _U(0x9E3779B97F4A7C15)
-    x ^= x >> _U(30)
-    x *= _U(0xBF58476D1CE4E5B9)
-    x ^= x >> _U(27)
-    x *= _U(0x94D049BB133111EB)
-    x ^= x >> _U(31)
-    return x
+def _values(n: int) -> np.ndarray:
+    """At least `n` random 64-bit values (the hash of block ids 0..n-1)."""
+    global _VALUES
+    if len(_VALUES) < n:
+        size = max(1024, 1 << (n - 1).bit_length())
+        _VALUES = np.random.default_rng(size).integers(0, 2**63, size=size, dtype=np.uint64)
+    return _VALUES
 
 
 def _moore(table: np.ndarray, accepting: np.ndarray) -> np.ndarray | None:
@@ -273,19 +310,24 @@ def _moore(table: np.ndarray, accepting: np.ndarray) -> np.ndarray | None:
     starts = np.concatenate(([0], ends[:-1]))
     blocks = accepting.astype(np.int64)
     count = len(np.unique(blocks))
-    zero = np.zeros(1, dtype=np.uint64)
+    values = _values(n)
+    sums = np.zeros(len(tgt) + 1, dtype=np.uint64)
+    step = np.zeros(n, dtype=np.int64)
     with np.errstate(over="ignore"):
         for _ in range(_MOORE_ROUNDS):
             check()
-            mixed = _mix(blocks)
+            mixed = values[blocks]
             mixed -= mixed[0]
-            sums = np.concatenate((zero, np.cumsum(weight * mixed[tgt])))
+            np.cumsum(weight * mixed[tgt], out=sums[1:])
             signature = sums[ends] - sums[starts] + mixed * _WEIGHTS[-1]
-            unique, inverse = np.unique(signature, return_inverse=True)
-            blocks = inverse.ravel()
-            if len(unique) == count:
+            order = np.argsort(signature)
+            ordered = signature[order]
+            np.not_equal(ordered[1:], ordered[:-1], out=step[1:])
+            blocks = np.empty(n, dtype=np.int64)
+            blocks[order] = np.cumsum(step)
+            if int(blocks[order[-1]]) + 1 == count:
                 break
-            count = len(unique)
+            count = int(blocks[order[-1]]) + 1
         else:
             return None
     rep = np.zeros(count, dtype=np.int64)
