@@ -168,20 +168,25 @@ def _split(
 
 
 def _fill(num_states: int, num_classes: int, triples: list[tuple[int, int, int]]) -> np.ndarray:
+    """The table of (state, class mask, target) triples: each triple's classes listed
+    once per distinct mask, then repeated per triple (no triples x classes matrix)."""
     table = np.zeros((num_states, num_classes), dtype=np.int32)
     if not triples:
         return table
-    masks = sorted({m for _, m, _ in triples})
+    states, cells, targets = zip(*triples, strict=True)
+    masks = list(dict.fromkeys(cells))
     where = {m: k for k, m in enumerate(masks)}
     width = (num_classes + 7) // 8
     raw = np.frombuffer(b"".join(m.to_bytes(width, "little") for m in masks), dtype=np.uint8)
     bits = np.unpackbits(raw.reshape(len(masks), width), axis=1, bitorder="little")
-    bits = bits[:, :num_classes].astype(bool)
-    states, cells, targets = zip(*triples, strict=True)
-    src = np.array(states, dtype=np.int64)
-    dst = np.array(targets, dtype=np.int64)
-    rows, cols = np.nonzero(bits[np.array(list(map(where.__getitem__, cells)), dtype=np.int64)])
-    table[src[rows], cols] = dst[rows]
+    mask_of, class_of = np.nonzero(bits[:, :num_classes])  # by mask, classes ascending
+    count = np.bincount(mask_of, minlength=len(masks))
+    first = np.cumsum(count) - count  # where each mask's classes begin in class_of
+    which = np.array(list(map(where.__getitem__, cells)), dtype=np.int64)
+    repeats = count[which]
+    offsets = np.arange(int(repeats.sum())) - np.repeat(np.cumsum(repeats) - repeats, repeats)
+    cols = class_of[np.repeat(first[which], repeats) + offsets]
+    table[np.repeat(np.array(states, dtype=np.int64), repeats), cols] = np.repeat(targets, repeats)
     return table
 
 
