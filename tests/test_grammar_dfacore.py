@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from kor_cli.errors import GrammarError
 from kor_cli.grammar import dfa_cache
+from kor_cli.grammar import fsm as fsm_module
 from kor_cli.grammar import minimize as minimize_module
 from kor_cli.grammar.ast import (
     EMPTY,
@@ -325,3 +326,24 @@ def test_embedding_over_many_classes() -> None:
     for word in words:
         assert dfa.accepts(word) == (len(word) in ends(tree, word, 0, {})), word
     assert sum(dfa.accepts(word) for word in words) > 50
+
+
+@given(st.lists(trees, min_size=2, max_size=4), st.lists(trees, max_size=2))
+@settings(max_examples=80, deadline=None)
+def test_union_of_automata_by_products(automata: list[Node], others: list[Node]) -> None:
+    """An Alt of automata (plus other items) compiled by products equals the NFA's DFA."""
+    dfa_cache.clear()
+    items = [embedded(node) for node in automata] + others
+    tree = alt(*items)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(fsm_module, "_UNION_SIZE", 1 << 40)
+        try:
+            by_nfa = compile_ast(tree, LIMIT)
+        except GrammarError:
+            reject()
+    dfa_cache.clear()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(fsm_module, "_UNION_SIZE", 0)
+        by_products = compile_ast(tree, LIMIT)  # never more pairs than the NFA's subsets
+    assert by_products.fingerprint() == by_nfa.fingerprint()
+    check_language(tree)

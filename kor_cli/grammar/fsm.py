@@ -36,6 +36,7 @@ from kor_cli.grammar.nfa import NFA, byte_classes, leaf_masks
 
 DEFAULT_MAX_STATES = 50_000
 _SHARED_SIZE = 64  # shared subtrees at least this big are compiled once
+_UNION_SIZE = 512  # an Alt of automata this big is their union by products, not an NFA
 
 
 class ByteDFA:
@@ -184,11 +185,21 @@ def compile_ast(node: Node, max_states: int = DEFAULT_MAX_STATES) -> ByteDFA:
 
 
 def _build(node: Node, max_states: int) -> ByteDFA:
-    """NFA → DFA → minimal DFA of a node without `Product`s."""
+    """NFA → DFA → minimal DFA of a node without `Product`s. An alternation of large
+    automata is their union pair by pair (vectorised products over reachable pairs, each
+    minimised): never more pairs than the subset construction's tuples, far fewer steps."""
     if isinstance(node, Automaton):
         return node.dfa
     if is_nothing(node):
         return empty_dfa()
+    if isinstance(node, Alt):
+        dfas = [x.dfa for x in node.items if isinstance(x, Automaton)]
+        if len(dfas) > 1 and sum(dfa.num_states for dfa in dfas) >= _UNION_SIZE:
+            rest = [x for x in node.items if not isinstance(x, Automaton)]
+            union = _build(alt(*rest), max_states) if rest else dfas.pop()
+            for dfa in dfas:
+                union = product(union, dfa, "or", max_states)
+            return union
     class_of, class_masks = byte_classes(leaf_masks(node))
     nfa = NFA(class_masks, limit=10 * max_states)
     start = nfa.new()
@@ -296,7 +307,7 @@ def _rebuild(node: Node, fn: Callable[[Node], Node]) -> Node:
 
 
 def product(a: ByteDFA, b: ByteDFA, op: str, max_states: int = DEFAULT_MAX_STATES) -> ByteDFA:
-    """Minimal DFA of a ∩ b (`op` "and") or a ∖ b (`op` "diff")."""
+    """Minimal DFA of a ∩ b (`op` "and"), a ∖ b ("diff") or a ∪ b ("or")."""
     ca, _, ta = a.compressed()
     cb, _, tb = b.compressed()
     joint = ca * tb.shape[1] + cb
@@ -314,6 +325,8 @@ def product(a: ByteDFA, b: ByteDFA, op: str, max_states: int = DEFAULT_MAX_STATE
         dead = ta[xa] == 0
         if op == "and":
             dead |= tb[yb] == 0
+        elif op == "or":
+            dead &= tb[yb] == 0
         nxt[dead] = -1
         rows.append(nxt)
         fresh = []
@@ -337,6 +350,9 @@ def product(a: ByteDFA, b: ByteDFA, op: str, max_states: int = DEFAULT_MAX_STATE
     table = np.zeros((len(order) + 1, len(reps)), dtype=np.int32)
     table[1:] = ids
     xs, ys = allcodes // nb, allcodes % nb
-    acc = a.accepting[xs] & (b.accepting[ys] if op == "and" else ~b.accepting[ys])
+    if op == "or":
+        acc = a.accepting[xs] | b.accepting[ys]
+    else:
+        acc = a.accepting[xs] & (b.accepting[ys] if op == "and" else ~b.accepting[ys])
     accepting = np.concatenate(([False], acc))
     return from_class_table(table, accepting, 1, class_of)
