@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import inspect
 import itertools
+import json
 from typing import Any
 
 import numpy as np
@@ -157,3 +158,24 @@ def test_fixed_automata_are_built_once_and_spell_what_their_asts_spell() -> None
     assert compile_ast(any_number()).accepts(b"-1.5e3")
     costs = shared_rules.one_offs()
     assert costs["automata"] >= 2 and costs["automata_ms"] > 0
+
+
+@pytest.mark.parametrize(
+    "schema", [True, {}, {"maxContains": 1}, {"allOf": [{}, True]}, {"then": {"const": 0}}]
+)
+def test_unconstrained_schemas_start_at_the_shared_rule(schema: Any) -> None:
+    items = compiled_any(FREE_ITEMS, GrammarOptions())[1]  # the memo holds the rule
+    cold()
+    grammar = compile_json_schema(schema)
+    rules = grammar.rules
+    assert rules.names[rules.start] == ANY_RULE and rules.rule(rules.start) is items
+    deep = [[{"k": [None, 1.5, "x"]}]] * 3
+    for _ in range(10):
+        deep = [{"k": deep}]
+    assert grammar.accepts(json.dumps(deep, separators=(",", ":")).encode())
+    assert not grammar.accepts(b"[1,]") and not grammar.accepts(b'{"a":1 }')
+    # its DFA view is the bounded value it was (max_any_depth containers deep)
+    bounded = compile_json_schema(schema, GrammarOptions(bounded_any=True))
+    assert not bounded.has_calls
+    assert grammar.dfa.fingerprint() == bounded.dfa.fingerprint()
+    assert grammar.dfa.accepts(b"[[[1]]]") and not grammar.dfa.accepts(b"[[[[1]]]]")

@@ -89,6 +89,7 @@ class RuleBook:
         self._named: dict[Any, int] = {}  # `recursive` rules by their key
         self._fixed: dict[Any, int] = {}  # rules of fixed grammars (`fixed`), by key
         self.shared: dict[int, Hashable] = {}  # schema-independent rule -> its memo key
+        self._root_view: Callable[[], Node] | None = None  # the start call's own view
 
     def conj(self, parts: list[Part], loc: Location, build: Callable[[], Node]) -> Node:
         """`build()`, or a call to the rule of this conjunction if it recurses."""
@@ -222,6 +223,7 @@ class RuleBook:
         multiple = self.has_calls
         if isinstance(root, Call):
             self.start = root.rule
+            self._root_view = root.view
         else:
             self.start = 0
             self.bodies[0] = root
@@ -344,7 +346,11 @@ class RuleBook:
 
     def inlined(self, depth: int) -> Node:
         """The start rule with calls inlined, recursive ones `depth` deep (deeper ones
-        removed): the DFA view of the grammar (bounded if it recurses)."""
+        removed): the DFA view of the grammar (bounded if it recurses). A start rule
+        reached by a call that has a view of its own (the shared "any value" rule, which
+        inlines itself one level deep) is that view."""
+        if self._root_view is not None:
+            return self._root_view()
         memo: dict[tuple[int, int], Node] = {}
         cyclic = self.cyclic | self._cycles()
 

@@ -326,8 +326,11 @@ class SchemaCompiler:
                     self.fail(keyword, pointer, message)
         if facts.enums:
             return self.enum(facts, loc, pos)
-        if not pos and len(types) == 7 and not facts.scalar_constraints():
-            return self.loose()
+        if len(types) == 7 and not facts.scalar_constraints():
+            if not pos:
+                return self.loose()
+            if not (self.exact or facts.unique) and containers.name_free(loc):  # the shared
+                return self.any_value(loc, self.max_any_depth)  # rule: built once per process
         return self.union(facts, loc, pos, types)
 
     def union(self, facts: Facts, loc: Location, pos: bool, types: frozenset[str]) -> Node:
