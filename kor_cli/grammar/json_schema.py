@@ -64,6 +64,7 @@ from kor_cli.grammar.json_disjoint import complement_types, one_of
 from kor_cli.grammar.json_factor import OneOfFactor
 from kor_cli.grammar.json_format_rules import only_regex_format, regex_format
 from kor_cli.grammar.json_formats import FORMATS
+from kor_cli.grammar.json_free_types import shared_types
 from kor_cli.grammar.json_keywords import ANNOTATIONS, Collector, Facts, Part
 from kor_cli.grammar.json_location import Location, LocationSpace, reorder
 from kor_cli.grammar.json_memo import ConjMemo
@@ -335,6 +336,9 @@ class SchemaCompiler:
 
     def union(self, facts: Facts, loc: Location, pos: bool, types: frozenset[str]) -> Node:
         parts = []
+        if (shared := shared_types(self, facts, loc, pos, types)) is not None:
+            call, types = shared  # the free types: one rule built once per process
+            parts.append(call)
         if "null" in types:
             parts.append(NULL)
         if "boolean" in types:
