@@ -16,10 +16,11 @@ the structural DFA cache cleared, so the correctness pass before it helps nothin
 competing engines named by `--engines` (llguidance by default, when installed) are timed
 the same way in the same run (compile + first mask through `engines.py`'s adapters), and
 the ratios kor / engine are taken over the schemas both compiled. Schema-independent
-rules (the "any value" rule, `shared_rules`) are built once per process and kept through
-the cold clears: the timed pass starts with that memo empty, so the first schema that
-needs one pays for it, and `memo_one_off` reports what it cost (rules built, ms), and
-what the fixed automata (any number, any string) cost when the process first built them.
+rules (the "any value" rule, the free types' rules, `shared_rules`) and their frame masks
+are built once per process and kept through the cold clears: the timed pass starts with
+that memo empty, so the first schema that needs one pays for it, and `memo_one_off`
+reports what it cost (rules and frames built, ms), and what the fixed automata (any
+number, any string) cost when the process first built them.
 
 Usage: python benchmarks/json_schema_suite.py [SUITE_DIR] [--out PATH] [--engines E,..]
 """

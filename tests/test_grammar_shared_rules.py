@@ -6,6 +6,8 @@ from __future__ import annotations
 import inspect
 import itertools
 import json
+import os
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -13,7 +15,7 @@ import pytest
 
 from kor_cli.grammar import compile as compile_module
 from kor_cli.grammar import dfa_cache, shared_rules
-from kor_cli.grammar.compile import GrammarOptions, compile_json_schema
+from kor_cli.grammar.compile import Grammar, GrammarOptions, compile_json_schema
 from kor_cli.grammar.json_containers import ANY_RULE, memo_key
 from kor_cli.grammar.json_schema import SchemaCompiler
 from kor_cli.grammar.rules import Rule, RuleSet
@@ -31,6 +33,11 @@ def cold() -> None:
 
 def any_rules(rules: RuleSet) -> dict[int, Rule]:
     return {k: rules.rule(k) for k, name in rules.names.items() if name == ANY_RULE}
+
+
+def compiled(schema: Any) -> Grammar:
+    cold()
+    return compile_json_schema(schema)
 
 
 def compiled_any(schema: Any, options: GrammarOptions) -> dict[int, Rule]:
@@ -179,3 +186,66 @@ def test_unconstrained_schemas_start_at_the_shared_rule(schema: Any) -> None:
     assert not bounded.has_calls
     assert grammar.dfa.fingerprint() == bounded.dfa.fingerprint()
     assert grammar.dfa.accepts(b"[[[1]]]") and not grammar.dfa.accepts(b"[[[[1]]]]")
+
+
+def test_frames_of_shared_rules_are_built_once_per_tokenizer(tokenizer_info_factory) -> None:
+    from kor_cli.grammar.frame_masks import FrameMasks
+    from kor_cli.grammar.stacks import Stacks
+    from kor_cli.grammar.vocab import TokenizerInfo
+
+    qwen = tokenizer_info_factory("qwen")
+    shared_rules.clear()
+    first, second = compiled({"maxLength": 2}), compiled({"minimum": 0, "maxLength": 3})
+    rules_a, rules_b = first.rules, second.rules
+    free = [k for k, n in rules_a.names.items() if n.startswith("(any value")]
+    assert free and all(rules_a.shared.get(k) for k in free)
+    frames_a, frames_b = FrameMasks(Stacks(rules_a), qwen), FrameMasks(Stacks(rules_b), qwen)
+    same = [k for k in free if rules_b.shared.get(k) == rules_a.shared[k]]
+    assert same and len(same) < len(free)  # "any value" (and not the free numbers' rule)
+    for k in same:  # the same rule in another grammar: the same frame
+        state = rules_a.rule(k).dfa.start
+        assert frames_b.get(k, state) is frames_a.get(k, state)
+    assert shared_rules.one_offs()["frames"] >= len(same)
+    # built apart (memo cleared) the frames are equal; another tokenizer gets its own
+    starts = {k: rules_a.rule(k).dfa.start for k in free}
+    before = {k: frames_a.get(k, starts[k]) for k in free}
+    shared_rules.clear()
+    fresh = FrameMasks(Stacks(compiled({"maxLength": 2}).rules), qwen)
+    toy = TokenizerInfo([bytes([b]) for b in range(256)], vocab_size=256)
+    other = FrameMasks(Stacks(compiled({"maxLength": 2}).rules), toy)
+    for k in free:
+        want, got = fresh.get(k, starts[k]), before[k]
+        assert want is not got and np.array_equal(want.stays, got.stays)
+        assert want.ends == got.ends and want.escapes() == got.escapes()
+        assert other.get(k, starts[k]).stays.shape != got.stays.shape
+
+
+@pytest.mark.parametrize(
+    ("schema", "steps"),
+    [({"maxLength": 2}, [b"[", b"1", b",", b'{"k":', b'"ab"', b"}", b"]"]),
+     ({"properties": {"a": {"minimum": 1}}}, [b'{"a":', b"2", b"}"])],
+)  # fmt: skip
+def test_masks_over_shared_frames_equal_fresh_ones(
+    schema: Any, steps: list[bytes], tokenizer_info_factory
+) -> None:
+    from kor_cli.grammar.surface import GrammarMatcher, compile_grammar
+
+    info = tokenizer_info_factory("qwen")
+
+    def masks() -> list[np.ndarray]:
+        cold()
+        nowhere = Path(os.devnull) / "no-cache"  # no disk cache: the frames are built here
+        compiled = compile_grammar(compile_json_schema(schema), info, cache_dir=nowhere)
+        matcher = GrammarMatcher(compiled)
+        out = []
+        for step in [*steps, b""]:
+            buf = np.zeros((1, (info.vocab_size + 31) // 32), dtype=np.int32)
+            matcher.fill_next_token_bitmask(buf, 0)
+            out.append(buf[0].copy())
+            assert matcher.accept_bytes(step), step
+        return out
+
+    shared_rules.clear()
+    fresh = masks()  # frames of the shared rules built (and memoized) here
+    warm = masks()  # another compile: the memoized frames
+    assert all(np.array_equal(a, b) for a, b in zip(warm, fresh, strict=True))

@@ -59,6 +59,7 @@ from kor_cli.grammar.frame_cache import frames_path, read_frames, write_frames
 from kor_cli.grammar.frame_escapes import FrameMask, frame_mask, stored_rows
 from kor_cli.grammar.frame_walk import RuleWalker, split_words, walk_state
 from kor_cli.grammar.index import TokenIndex
+from kor_cli.grammar.shared_rules import shared_frame
 from kor_cli.grammar.stacks import CONTEXT, ESCAPES, STAYS, RuleTable, Stacks
 from kor_cli.grammar.token_arrays import (
     WIDTH,
@@ -151,9 +152,17 @@ class FrameMasks:
             same = self.same_rule(rule_id)
             found = self._masks.get((same, state))
             if found is None:
-                found = self._masks[(same, state)] = self._build(same, state)
+                found = self._masks[(same, state)] = self._shared(same, state)
             self._masks[(rule_id, state)] = found
         return found
+
+    def _shared(self, rule_id: int, state: int) -> FrameMask:
+        """A schema-independent rule's frames (`RuleSet.shared`: its callees are such rules
+        too) are built once per process and tokenizer (`shared_rules.shared_frame`)."""
+        key = self.stacks.rules.shared.get(rule_id)
+        if key is None:
+            return self._build(rule_id, state)
+        return shared_frame((key, state), self.info, lambda: self._build(rule_id, state))
 
     def same_rule(self, rule_id: int) -> int:
         """The first rule met with the same pruned table, accepting states and calls as

@@ -15,9 +15,14 @@ it; more keys only cost a build).
 Automata. `once` marks a builder of a fixed automaton (every number spelling, any string
 character, any string): built on first use and kept, like `functools.cache`.
 
-`dfa_cache.clear()` (a benchmark's cold compile) drops neither: they are a one-off per
-process, and `one_offs` says what they cost (benchmarks report it beside their figures).
-`clear()` drops the rules (tests; a benchmark's timed pass) but not the automata.
+Frames. A shared rule's frame masks over a tokenizer (`frame_masks`) depend only on the
+rule, the rules it calls (shared too) and the tokenizer: `shared_frame` keeps them per
+(rule key, state) and tokenizer object, so the next grammar with that rule reads them.
+
+`dfa_cache.clear()` (a benchmark's cold compile) drops none of these: they are a one-off
+per process, and `one_offs` says what they cost (benchmarks report it beside their
+figures). `clear()` drops the rules and frames (tests; a benchmark's timed pass) but not
+the automata.
 """
 
 from __future__ import annotations
@@ -26,18 +31,22 @@ import functools
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, TypeVar, cast
 
 if TYPE_CHECKING:
     from kor_cli.grammar.rules import Rule
 
 _MAX_RULES = 64  # distinct keys kept (a few options x rule ids in practice)
+_MAX_FRAMES = 1024  # frame masks kept (~20 KiB each on Qwen)
 T = TypeVar("T")
+F = TypeVar("F")
 
 _memo: OrderedDict[Hashable, Rule] = OrderedDict()
 _rules = [0, 0]  # rules built since `clear`, nanoseconds spent building them
 _automata: dict[str, int] = {}  # automaton builder -> nanoseconds its one build took
 _building = [0]  # automata being built right now (nested ones are counted in the outer)
+_frames: OrderedDict[Hashable, tuple[object, object]] = OrderedDict()  # -> (info, frame)
+_built_frames = [0, 0]  # frame masks built since `clear`, nanoseconds spent
 
 
 def shared_rule(key: Hashable, build: Callable[[], Rule]) -> Rule:
@@ -73,6 +82,24 @@ def once(build: Callable[[], T]) -> Callable[[], T]:
     return functools.wraps(build)(built)
 
 
+def shared_frame(key: Hashable, info: object, build: Callable[[], F]) -> F:
+    """The frame mask memoized under `key` (a shared rule's memo key and a state) for the
+    tokenizer `info` (the very object: kept with the frame, so no other can match), or
+    `build()` (kept; the oldest dropped past the bound)."""
+    found = _frames.get(key)
+    if found is not None and found[0] is info:
+        _frames.move_to_end(key)
+        return cast(F, found[1])
+    start = time.perf_counter_ns()
+    frame = build()
+    _frames[key] = (info, frame)
+    _built_frames[0] += 1
+    _built_frames[1] += time.perf_counter_ns() - start
+    if len(_frames) > _MAX_FRAMES:
+        _frames.popitem(last=False)
+    return frame
+
+
 def memoized() -> int:
     """How many rules the memo holds."""
     return len(_memo)
@@ -86,6 +113,8 @@ def one_offs() -> dict[str, float]:
         "rules_ms": round(_rules[1] / 1e6, 2),
         "automata": len(_automata),
         "automata_ms": round(sum(_automata.values()) / 1e6, 2),
+        "frames": _built_frames[0],
+        "frames_ms": round(_built_frames[1] / 1e6, 2),
     }
 
 
@@ -93,3 +122,5 @@ def clear() -> None:
     """Forget every memoized rule and what they cost (the automata stay)."""
     _memo.clear()
     _rules[:] = [0, 0]
+    _frames.clear()
+    _built_frames[:] = [0, 0]
