@@ -83,6 +83,8 @@ def test_free_groups_key_the_rule() -> None:
 
 def test_few_or_product_bound_free_types_stay_inline() -> None:
     assert not free_rules(compiled({"type": ["null", "boolean", "string"], "maxLength": 1}, True))
+    scalars = {"type": ["null", "boolean", "string", "array"], "minItems": 1}  # no number
+    assert not free_rules(compiled(scalars, True))  # nor container: stays inline
     # under `not` (a DFA difference) nothing may call a rule
     grammar = compiled({"not": {"maxLength": 2}}, True)
     assert not free_rules(grammar) and grammar.accepts(b'"abc"') and not grammar.accepts(b'"a"')

@@ -13,8 +13,10 @@ id, its own id and the state limit), and the conjunction's rule keeps only the
 constrained types.
 
 A call's DFA view (`Grammar.dfa`) is those types' bounded values, as the inline branches
-were (`max_any_depth` containers deep). Only sets of at least `MIN_GROUPS` groups are
-shared: for `{"type": ["null", "boolean"]}` a call would cost more than the few states.
+were (`max_any_depth` containers deep). Only sets of at least `MIN_GROUPS` groups, one
+of them numbers or containers (`BIG`), are shared: for null, boolean and string alone (as
+in a JSON-RPC value whose arrays and objects are constrained) the call would cost more at
+run time (a push and pop per scalar) than the few states it saves.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ if TYPE_CHECKING:
 
 MIN_GROUPS = 3  # null, boolean, number, string, array, object: the fewest worth a rule
 GROUPS = ("null", "boolean", "number", "string", "array", "object")
+BIG = {"number", "array", "object"}  # most of the states: one of them makes a call pay
 
 
 def free_groups(facts: Facts, types: frozenset[str]) -> tuple[str, ...]:
@@ -77,7 +80,7 @@ def shared_types(
     if not name_free(loc):  # objects here put names first; items may be name-free
         named = {"object"} if name_free(loc.item()) else {"object", "array"}
         groups = tuple(g for g in groups if g not in named)
-    if len(groups) < MIN_GROUPS:
+    if len(groups) < MIN_GROUPS or not BIG & set(groups):
         return None
     shared = c.space.at([])
     any_rule = any_call(c, shared, 0)
