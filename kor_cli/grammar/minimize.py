@@ -311,6 +311,13 @@ def _moore(table: np.ndarray, accepting: np.ndarray) -> np.ndarray | None:
     src, cls = np.nonzero(table)
     tgt = table[src, cls]
     weight = _WEIGHTS[cls]
+    if len(src) > 2 * n:  # parallel edges (same source and target) as one, weights summed
+        key = src.astype(np.int64) * n + tgt
+        order = np.argsort(key, kind="stable")
+        key = key[order]
+        first = np.flatnonzero(np.concatenate(([True], key[1:] != key[:-1])))
+        weight = np.add.reduceat(weight[order], first)
+        src, tgt = np.divmod(key[first], n)
     ends = np.cumsum(np.bincount(src, minlength=n))
     starts = np.concatenate(([0], ends[:-1]))
     blocks = accepting.astype(np.int64)
