@@ -191,12 +191,21 @@ def test_recursion_under_products_stays_bounded() -> None:
     # `not` and `oneOf` are exact on whole DFAs: their branches are unrolled, call-free
     kids = {"type": "array", "items": {"$ref": "#/$defs/tree"}}
     tree = {**TREE, "properties": {**TREE["properties"], "kids": kids}}
-    other = {"type": "object", "required": ["w"]}  # may overlap a tree: subtracted
+    other = {"type": "object", "properties": {"v": {"const": 100}}, "required": ["v"]}
     schema = {"$defs": {"tree": tree}, "oneOf": [{"$ref": "#/$defs/tree"}, other]}
-    grammar = compile_json_schema(schema)
+    grammar = compile_json_schema(schema)  # `other` overlaps a tree: subtracted as DFAs
     assert not grammar.has_calls
     assert matches(grammar, canonical(TREE, nested_tree(2)))
+    assert not matches(grammar, '{"v":100}')  # both options
     assert not matches(grammar, canonical(TREE, nested_tree(6)))  # past max_recursion_depth
+    # an option that only asks for a member is subtracted member by member: calls kept
+    other = {"type": "object", "required": ["w"]}
+    schema = {"$defs": {"tree": tree}, "oneOf": [{"$ref": "#/$defs/tree"}, other]}
+    grammar = compile_json_schema(schema, GrammarOptions(open_objects=True))
+    assert grammar.has_calls
+    assert matches(grammar, serialize(nested_tree(6))) and matches(grammar, '{"w":2}')
+    assert matches(grammar, '{"v":1,"kids":[{"v":2,"w":1}]}')  # `w` below the top: a tree
+    assert not matches(grammar, '{"v":1,"w":2}') and not matches(grammar, '{"w":2,"v":1}')
     # options that cannot overlap (here by type) need no product: oneOf is anyOf, any depth
     schema = {"$defs": {"tree": tree}, "oneOf": [{"$ref": "#/$defs/tree"}, {"type": "null"}]}
     grammar = compile_json_schema(schema)
