@@ -40,7 +40,6 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import replace
 from typing import Any
 
 from kor_cli.errors import GrammarError
@@ -58,9 +57,9 @@ from kor_cli.grammar.ast import (
     literal,
 )
 from kor_cli.grammar.fsm import ByteDFA, compile_ast
+from kor_cli.grammar.json_applicators import distribute
 from kor_cli.grammar.json_canonical import canonical_key, value_type
 from kor_cli.grammar.json_defer import DeferPolicy
-from kor_cli.grammar.json_disjoint import complement_types, one_of
 from kor_cli.grammar.json_factor import OneOfFactor
 from kor_cli.grammar.json_format_rules import only_regex_format, regex_format
 from kor_cli.grammar.json_formats import FORMATS
@@ -235,55 +234,7 @@ class SchemaCompiler:
 
     def distribute(self, facts: Facts, loc: Location, pos: bool) -> Node:
         """Resolve the first pending applicator (anyOf, oneOf, not, if) by cases."""
-        kind, index, value = facts.pending[0]
-        base = [replace(p, ref=False) for p in facts.parts]  # their refs are counted already
-        holder = base[index]
-        tag, cases = value if kind == "cases" else (kind, [])
-        base[index] = replace(holder, skip=holder.skip | {tag})
-        owner = id(holder.schema)
-
-        def sub(schema: Any, *where: str | int) -> Part:
-            return Part(schema, holder.at(*where), parent=owner)
-
-        def branch(*extra: Part) -> Node:
-            return self.conj(base + list(extra), loc, pos)
-
-        if kind == "cases":  # exclusive cases (e.g. a dependency's trigger absent / present)
-            return alt(*(branch(*parts) for parts in cases))
-        if kind == "not" and (types := complement_types(value)) is not None:
-            return branch(Part({"type": types}, holder.at("not"), parent=owner, synthetic=True))
-        if kind == "oneOf":
-            if (factored := self.factor.factored(value)) is not None:  # one member's product
-                return branch(Part(factored, holder.at(kind), parent=owner))
-            options = [sub(s, kind, k) for k, s in enumerate(value)]
-            return one_of(self, options, branch, loc, pos, facts)
-        if not pos:  # over-approximate: subtract only what certainly fails
-            if kind == "not":
-                return difference(branch(), self.under(Part(value, holder.at("not")), loc))
-            if kind == "if":
-                cond, then, other = _conditional(holder, sub)
-                return alt(branch(*then), difference(branch(*other), self.under(cond, loc)))
-            return alt(*(branch(sub(s, kind, k)) for k, s in enumerate(value)))
-        settled = _settled(facts)
-        if kind == "if" and (fails := self.factor.failed_if(holder.schema, settled)) is not None:
-            cond, then, other = _conditional(holder, sub)  # `else`: a product on one member
-            failed = Part(fails, holder.at("if"), parent=owner, synthetic=True)
-            return alt(branch(cond, *then), branch(*other, failed))
-        if kind == "if" and (sides := self.factor.negated_if(holder.schema, settled)) is not None:
-            _, then, other = _conditional(holder, sub)  # `if: {not: T}`, T on one member
-            holds, fails = (Part(s, holder.at("if"), parent=owner, synthetic=True) for s in sides)
-            return alt(branch(holds, *then), branch(*other, fails))
-        if kind in ("not", "if"):
-            self.subtracted.append((kind, holder.pointer))
-        if kind == "not":
-            with self.exactly():
-                return self.minus(branch(), Part(value, holder.at("not")), loc)
-        if kind == "if":
-            cond, then, other = _conditional(holder, sub)
-            chosen = branch(cond, *then)
-            with self.exactly():
-                return alt(chosen, self.minus(branch(*other), cond, loc))
-        return alt(*(branch(sub(s, kind, k)) for k, s in enumerate(value)))  # anyOf
+        return distribute(self, facts, loc, pos)
 
     def minus(self, keep: Node, part: Part, loc: Location) -> Node:
         """The texts of `keep` (positive) whose value certainly fails `part`."""
@@ -481,22 +432,6 @@ def _free(part: Part) -> bool:
     """True when `part` constrains nothing (`true`, or only annotations)."""
     schema = part.schema
     return schema is True or isinstance(schema, dict) and set(schema) - part.skip <= ANNOTATIONS
-
-
-def _settled(facts: Facts) -> Callable[[str], bool]:
-    """Whether the conjunction decides if a member may be present whatever made-up parts
-    say (it declares the member, or an `additionalProperties: false` closes the object)."""
-    names = {n for o in facts.objects for n in [*o.props, *o.required]}
-    closed = any(o.additional is False for o in facts.objects)
-    return lambda name: closed or name in names
-
-
-def _conditional(holder: Part, sub: Any) -> tuple[Part, list[Part], list[Part]]:
-    """The `if`, `then` and `else` parts of `holder` (then/else lists may be empty)."""
-    schema = holder.schema
-    then = [sub(schema["then"], "then")] if "then" in schema else []
-    other = [sub(schema["else"], "else")] if "else" in schema else []
-    return sub(schema["if"], "if"), then, other
 
 
 def _unordered(value: Any, loc: Location) -> bool:
