@@ -48,8 +48,6 @@ import platform
 import re
 import sys
 import time
-from collections import Counter
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -57,13 +55,15 @@ import numpy as np
 
 from kor_cli.errors import GrammarError
 from kor_cli.grammar import dfa_cache
-from kor_cli.grammar.compile import GrammarOptions, compile_json_schema, serialize
+from kor_cli.grammar.compile import GrammarOptions, compile_json_schema
 from kor_cli.grammar.index import token_trie
 from kor_cli.grammar.json_files import sibling_loader
-from kor_cli.grammar.json_location import LocationSpace, reorder
-from kor_cli.grammar.json_refs import Resolver
 from kor_cli.grammar.surface import GrammarMatcher, compile_grammar
 from kor_cli.grammar.vocab import TokenizerInfo
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # siblings, also when loaded by path
+from schemastore_labels import classify, forms, label_holds  # noqa: E402
+from schemastore_summary import ratios, shown, summarize  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 CORPUS = REPO.parent / "shared" / "testdata" / "schemastore"
@@ -81,22 +81,6 @@ def names(corpus: Path) -> list[str]:
     """Schemas that have test instances."""
     found = {p.name for kind in ("valid", "invalid") for p in (corpus / kind).glob("*")}
     return sorted(n for n in found if (corpus / "schemas" / f"{n}.json").is_file())
-
-
-def _sorted(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {k: _sorted(value[k]) for k in sorted(value)}
-    if isinstance(value, list):
-        return [_sorted(v) for v in value]
-    return value
-
-
-def forms(instance: Any, schema: Any, loader: Any) -> list[str]:
-    """Texts to try: the model's (json.dumps, schema order) first, then canonical ones."""
-    ordered = reorder(instance, LocationSpace(Resolver(schema, loader=loader)).at([schema]))
-    written = json.dumps(ordered, ensure_ascii=False, separators=(",", ":"))
-    canonical = [serialize(form) for form in (ordered, instance, _sorted(instance))]
-    return list(dict.fromkeys([written, *canonical]))
 
 
 def reason(error: GrammarError) -> str:
@@ -182,79 +166,6 @@ def _outcomes(
                 if not any(results) and rejected is not None:
                     rejected[label] = forms(instance, schema, loader)
     return outcomes
-
-
-def label_holds(schema: Any, instance: Any, loader: Any, formats: bool = False) -> bool | None:
-    """Whether jsonschema (the schema's draft, formats as annotations unless `formats`,
-    sibling files by name) finds `instance` valid; None when it cannot tell (an
-    unresolvable reference, an error of its own). Counted apart as mislabelled, for every
-    engine alike: a valid instance it finds invalid (e.g. github-workflow's valid instances,
-    converted from YAML, carry the key `true` where the schema requires `on`), and an
-    invalid one it finds valid even with formats asserted (e.g. pre-commit-config's
-    local-missing-entry: the draft-07 schema's `required` stands beside a `$ref`, where
-    that draft ignores it)."""
-    import jsonschema
-    from referencing import Registry, Resource
-    from referencing.jsonschema import DRAFT202012
-
-    def retrieve(uri: str) -> Resource:
-        found = loader(uri)
-        if found is None:
-            raise LookupError(uri)
-        return Resource.from_contents(found, default_specification=DRAFT202012)
-
-    try:
-        cls = jsonschema.validators.validator_for(schema, jsonschema.Draft202012Validator)
-        checker = cls.FORMAT_CHECKER if formats else None
-        validator = cls(schema, registry=Registry(retrieve=retrieve), format_checker=checker)
-        return bool(validator.is_valid(instance))
-    except Exception:  # noqa: BLE001 - any failure of the reference validator: no verdict
-        return None
-
-
-def _no_formats(value: Any) -> Any:
-    """`value` without its `format` keywords (string-valued, i.e. not a property named so)."""
-    if isinstance(value, dict):
-        return {
-            k: _no_formats(v)
-            for k, v in value.items()
-            if k != "format" or not isinstance(v, str)
-        }
-    if isinstance(value, list):
-        return [_no_formats(v) for v in value]
-    return value
-
-
-# Genuine false rejects that a documented choice explains: the grammar with that choice
-# undone (an option, or the schema without `format`) accepts the instance. In this order.
-CLASSES: tuple[tuple[str, dict[str, Any], Any], ...] = (
-    ("closed objects (accepted with open_objects)", {"open_objects": True}, None),
-    (
-        "free-form depth (accepted with max_any_depth=5)",
-        {"max_any_depth": 5, "max_states": 400_000},
-        None,
-    ),
-    ("format enforced (accepted without format)", {}, _no_formats),
-)
-
-
-def classify(schema: Any, options: GrammarOptions, rejected: dict[str, list[str]]) -> dict:
-    """For each genuine false reject: the first of `CLASSES` whose grammar accepts one of
-    its forms, else "unclassified"."""
-    found = dict.fromkeys(rejected, "unclassified")
-    for label, changes, transform in CLASSES:
-        pending = [case for case, kind in found.items() if kind == "unclassified"]
-        if not pending:
-            break
-        try:
-            changed = transform(schema) if transform else schema
-            grammar = compile_json_schema(changed, replace(options, **changes))
-            for case in pending:
-                if any(grammar.accepts(text.encode()) for text in rejected[case]):
-                    found[case] = label
-        except GrammarError:
-            continue
-    return found
 
 
 def check(corpus: Path, name: str, conn: Any, timeout: float, engine: str = "kor") -> None:
@@ -391,57 +302,6 @@ class Pool:
         self.process.join(5)
 
 
-def percentiles(values: list[float]) -> dict[str, float]:
-    if not values:
-        return {}
-    return {f"p{q}": round(float(np.percentile(values, q)), 3) for q in (50, 90, 99)}
-
-
-def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    status = Counter(r["status"] for r in rows)
-    compiled = [r for r in rows if r["status"] == "compiled"]
-    refused = [r for r in rows if r["status"] == "refused"]
-
-    def cases(key: str) -> list[str]:
-        return [c for r in compiled for c in r.get(key, [])]
-
-    by_keyword = Counter(r["reason"].split(":", 1)[0] for r in refused)
-    return {
-        "schemas": len(rows),
-        "compiled": status["compiled"],
-        "compiled_share": round(status["compiled"] / max(len(rows), 1), 4),
-        "refused": status["refused"],
-        "timeouts": status["timeout"],
-        "walk_timeouts": status["walk_timeout"],
-        "crashed": status["crashed"],
-        "instances_checked": sum(len(cases(k)) for k in ("ok", "fa", "fr_ser", "fr")),
-        "correct": len(cases("ok")),
-        "false_accepts": len(cases("fa")),
-        "false_rejects_serialization": len(cases("fr_ser")),
-        "false_rejects_genuine": len(cases("fr")),
-        "mask_dfa_disagreements": len(cases("disagree")),
-        "instances_mislabelled": len(cases("mislabelled")),
-        "compile_s": percentiles([r["compile_s"] for r in compiled]),
-        "first_mask_s": percentiles([r["first_mask_s"] for r in compiled if "first_mask_s" in r]),
-        "refused_by_keyword": dict(by_keyword.most_common()),
-        "refused_by_reason": dict(Counter(r["reason"] for r in refused).most_common()),
-        "timeout_schemas": [r["name"] for r in rows if "timeout" in r["status"]],
-        "crash_cases": [
-            f"{r['name']}: {r['reason']}: {r['error']}" for r in rows if r["status"] == "crashed"
-        ],  # fmt: skip
-        "false_accept_cases": cases("fa"),
-        "mislabelled_cases": cases("mislabelled"),
-        "false_reject_serialization_cases": cases("fr_ser"),
-        "false_reject_genuine_cases": cases("fr"),
-        "false_rejects_genuine_by_class": dict(
-            Counter(k for r in compiled for k in r.get("fr_class", {}).values()).most_common()
-        ),
-        "false_reject_genuine_classes": {
-            case: kind for r in compiled for case, kind in r.get("fr_class", {}).items()
-        },
-    }
-
-
 def load_tokenizer(engines: tuple[str, ...] = ()) -> None:
     """The Qwen tokenizer and its byte tables (and the competing `engines`' tokenizer
     adapters), loaded once before workers fork."""
@@ -505,27 +365,6 @@ def run(
     return result
 
 
-def ratios(kor: list[dict[str, Any]], other: list[dict[str, Any]]) -> dict[str, Any]:
-    """Time to first mask, kor / other, over the schemas both compiled."""
-    theirs = {r["name"]: r for r in other if r["status"] == "compiled"}
-    both = [
-        (r, theirs[r["name"]]) for r in kor if r["status"] == "compiled" and r["name"] in theirs
-    ]
-    if not both:
-        return {"both_compiled": 0}
-    ours, them = percentiles([a["first_mask_s"] for a, _ in both]), percentiles(
-        [b["first_mask_s"] for _, b in both]
-    )
-    return {
-        "both_compiled": len(both),
-        "first_mask_s_kor": ours,
-        "first_mask_s_other": them,
-        "first_mask_kor_over_other": {
-            q: round(ours[q] / them[q], 2) if them[q] else None for q in ours
-        },
-    }
-
-
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--corpus", type=Path, default=CORPUS, help="the schemastore folder")
@@ -564,15 +403,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(result, indent=1, ensure_ascii=False) + "\n")
-    print(json.dumps(_shown(result), indent=2, ensure_ascii=False))
-
-
-def _shown(result: dict[str, Any]) -> dict[str, Any]:
-    """The summary without per-schema rows and case lists."""
-    shown = {k: v for k, v in result.items() if k != "rows" and not k.endswith("_cases")}
-    if "competitors" in shown:
-        shown["competitors"] = {e: _shown(r) for e, r in shown["competitors"].items()}
-    return shown
+    print(json.dumps(shown(result), indent=2, ensure_ascii=False))
 
 
 if __name__ == "__main__":
