@@ -34,14 +34,12 @@ from typing import Any
 
 import numpy as np
 from _common import add_out_argument, out_path, write_results
-from engines import KorMatcher, LLGuidance, stats_us, timed_compile, walk
+from engine_adapters import Kor, LLGuidance, stats_us, timed_compile, walk
 from grammar_masks import continuation
 from json_schema_suite import SUITE_DIR as JSTS
 from schemastore import CORPUS, forms, label_holds, names
 
 from kor_cli.errors import GrammarError
-from kor_cli.grammar import compile as kor_compile
-from kor_cli.grammar import dfa_cache, disk_cache
 from kor_cli.grammar.compile import GrammarOptions, compile_json_schema, serialize
 from kor_cli.grammar.index import token_trie
 from kor_cli.grammar.json_files import sibling_loader
@@ -66,23 +64,6 @@ SYNTHETIC: dict[str, tuple[Any, list[Any]]] = {
         [[{"a": 1}, {"b": [1, 2, {"c": "d"}]}]],
     ),
 }
-
-
-class Kor:
-    """kor-cli in one `bounded_any` mode, through the matcher surface, cache off."""
-
-    def __init__(self, info: TokenizerInfo, bounded: bool, ref_dir: str | None) -> None:
-        self.info = info
-        self.options = GrammarOptions(bounded_any=bounded, ref_dir=ref_dir, time_limit_s=10.0)
-        os.environ[disk_cache.ENV] = "off"
-
-    def compile(self, schema: Any) -> Any:
-        kor_compile._cache.clear()
-        dfa_cache.clear()  # cold: no DFA of an earlier compile (the other form's) helps
-        return compile_grammar(compile_json_schema(schema, self.options), self.info)
-
-    def matcher(self, compiled: Any) -> Any:
-        return KorMatcher(GrammarMatcher(compiled))
 
 
 def moved(schema: Any, ref_dir: str) -> bool:
@@ -216,8 +197,7 @@ def jsts_first_masks(kor: dict[str, Kor], other: Any, info: TokenizerInfo) -> di
             name = f"{path.stem}#{k}"
             calls = {}
             for mode in list(kor)[:: 1 if k % 2 else -1]:  # turns: who goes first alternates
-                kor_compile._cache.clear()
-                dfa_cache.clear()
+                Kor.clear_caches()
                 start = time.perf_counter()
                 try:
                     grammar = compile_json_schema(case["schema"], options[mode])
@@ -264,7 +244,10 @@ def main(argv: list[str] | None = None) -> None:
     ref_dir = str(args.corpus / "schemas")
     cases = {k: (s, [serialize(i) for i in insts]) for k, (s, insts) in SYNTHETIC.items()}
     cases |= corpus_cases(args.corpus, args.every)
-    engines: dict[str, Any] = {m: Kor(info, b, ref_dir) for m, b in MODES.items()}
+    engines: dict[str, Any] = {
+        m: Kor(tokenizer, info, GrammarOptions(bounded_any=b, ref_dir=ref_dir, time_limit_s=10.0))
+        for m, b in MODES.items()
+    }
     try:
         engines["llguidance"] = LLGuidance(tokenizer, info)
     except ImportError:

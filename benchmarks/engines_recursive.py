@@ -1,5 +1,5 @@
 """Recursive schemas: kor-cli's pushdown matcher side by side with XGrammar, llguidance and
-outlines-core (the engine adapters of `engines.py`), one run, same tokenizers.
+outlines-core (`engine_adapters.py`, as `engines.py`), one run, same tokenizers.
 
 Two closed schemas (`additionalProperties: false`: every engine reads the same language)
 whose `$ref` recursion kor-cli compiles to rules (calls) with no depth bound:
@@ -7,7 +7,7 @@ whose `$ref` recursion kor-cli compiles to rules (calls) with no depth bound:
 arrays and objects of scalars). Instances nest past depth 3 (today's unrolling bound).
 
 Per engine × schema × tokenizer, as in `engines.py`: compile (schema → ready matcher, caches
-cleared; ours: `engines.Kor`, the matcher surface: compile_json_schema + compile_grammar,
+cleared; ours: `engine_adapters.Kor`, the matcher surface: compile_json_schema + compile_grammar,
 which runs these on the pushdown matcher; disk cache off), time to first mask, per-token mask
 time along the token sequences (the instances tokenized mid-text, then the stop token, plus
 seeded random walks over our allowed tokens), each step filling a caller-owned int32 bitmask
@@ -31,27 +31,17 @@ import gc
 import json
 import os
 import platform
-import statistics
 import time
 from importlib.metadata import version
 from typing import Any
 
 import numpy as np
 from _common import add_out_argument, out_path
-from engines import (
-    ENGINE_CLASSES,
-    ENGINES,
-    PACKAGES,
-    installed,
-    median_stats,
-    stats_us,
-    timed_compile,
-    walk,
-)
+from engine_adapters import ENGINE_CLASSES, ENGINES, PACKAGES, installed, measure, random_walk
 from grammar_masks import continuation
 
 from kor_cli.grammar.compile import serialize
-from kor_cli.grammar.surface import CompiledGrammar, GrammarMatcher, TokenizerInfo
+from kor_cli.grammar.surface import GrammarMatcher, TokenizerInfo
 from kor_cli.testing import (
     QWEN_LOGITS_WIDTH,
     TOKENIZER_NAMES,
@@ -91,23 +81,6 @@ INSTANCES = {
         },
     ],
 }
-
-
-def random_walk(compiled: CompiledGrammar, rng: np.random.Generator, cap: int = 150) -> list[int]:
-    """Allowed tokens chosen uniformly, stopping (when allowed) with probability 0.3."""
-    matcher, ids = GrammarMatcher(compiled), []
-    stops = list(compiled.info.stop_ids)
-    while len(ids) < cap and not matcher.is_terminated():
-        allowed = matcher.allowed_mask().copy()
-        can_stop = bool(allowed[stops].any())
-        allowed[stops] = False
-        if can_stop and (rng.random() < 0.3 or not allowed.any()):
-            token = stops[0]
-        else:
-            token = int(rng.choice(np.flatnonzero(allowed)))
-        matcher.accept_token(token)
-        ids.append(token)
-    return ids
 
 
 def agreement(ours: list[np.ndarray], theirs: list[np.ndarray], info: TokenizerInfo) -> dict:
@@ -150,47 +123,17 @@ def bench(
     ]
     rng = np.random.default_rng(0)
     walker = engines["kor"].compile(schema)
-    sequences += [random_walk(walker, rng) for _ in range(walks)]
+    stops = list(info.stop_ids)
+    sequences += [random_walk(GrammarMatcher(walker), stops, rng, 150) for _ in range(walks)]
     row: dict[str, Any] = {"schema": name, "steps": sum(map(len, sequences)), "engines": {}}
     masks: dict[str, list[np.ndarray]] = {}
     for ename, engine in engines.items():
-        compile_s: list[float] = []
-        first_s: list[float] = []
-        cold: list[dict[str, float]] = []
-        accepts: list[float] = []
-        kept: list[np.ndarray] = []
-        rejected: list[list[int]] = []
         try:
-            for rep in range(repeats):
-                c, f, compiled, first_matcher = timed_compile(engine, schema, words)
-                compile_s.append(c)
-                first_s.append(f)
-                fills: list[float] = []
-                for seq_no, seq in enumerate(sequences):
-                    keep = np.zeros((len(seq), words), dtype=np.int32) if rep == 0 else None
-                    matcher = first_matcher if seq_no == 0 else engine.matcher(compiled)
-                    fl, ac, rej = walk(matcher, seq, words, keep)
-                    fills += fl
-                    accepts += ac
-                    if keep is not None:
-                        kept.append(keep[: len(fl)].view("<u4"))
-                        if rej is not None:
-                            rejected.append([seq_no, rej, seq[rej]])
-                cold.append(stats_us(fills))
+            result, _, kept = measure(engine, schema, sequences, words, repeats)
         except Exception as error:  # an engine refusing a schema is a result, not a crash
             row["engines"][ename] = {"error": f"{type(error).__name__}: {error}"[:300]}
             continue
-        warm: list[float] = []
-        for seq in sequences:
-            warm += walk(engine.matcher(compiled), seq, words, None)[0]
-        row["engines"][ename] = {
-            "compile_ms": round(statistics.median(compile_s) * 1e3, 3),
-            "first_mask_ms": round(statistics.median(first_s) * 1e3, 3),
-            "mask_us_cold": median_stats(cold),
-            "mask_us_warm": stats_us(warm),
-            "accept_us": stats_us(accepts),
-            "rejected": rejected,
-        }
+        row["engines"][ename] = result
         masks[ename] = kept
     row["agreement"] = {e: agreement(masks["kor"], masks[e], info) for e in masks if e != "kor"}
     return row

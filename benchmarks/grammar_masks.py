@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 from _common import add_out_argument, out_path, write_results
+from engine_adapters import random_walk
 
 from kor_cli.grammar.compile import compile_json_schema, serialize
 from kor_cli.grammar.index import TokenIndex, shared_nbytes, token_trie
@@ -58,21 +59,11 @@ def continuation(tokenizer: Any, info: TokenizerInfo, text: str) -> list[int]:
     raise ValueError(f"cannot split the newline off the tokens of {text!r}")
 
 
-def random_walk(index: TokenIndex, rng: np.random.Generator, cap: int = 300) -> list[int]:
-    """Allowed tokens chosen uniformly, stopping (when allowed) with probability 0.3."""
-    matcher, ids = GrammarMatcher(index), []
+def index_walk(index: TokenIndex, rng: np.random.Generator, cap: int = 300) -> list[int]:
+    """A seeded random walk over the tokens a DFA's index allows (engine_adapters.random_walk)."""
+    matcher = GrammarMatcher(index)
     stops = list(index.info.stop_ids)
-    while len(ids) < cap and not matcher.is_finished:
-        allowed = matcher.allowed_mask().copy()
-        can_stop = bool(allowed[stops].any())
-        allowed[stops] = False
-        if can_stop and (rng.random() < 0.3 or not allowed.any()):
-            token = stops[0]
-        else:
-            token = int(rng.choice(np.flatnonzero(allowed)))
-        matcher.accept_token(token)
-        ids.append(token)
-    return ids
+    return random_walk(matcher, stops, rng, cap, done=lambda: matcher.is_finished)
 
 
 def step_costs(index: TokenIndex, sequences: list[list[int]]) -> list[float]:
@@ -104,7 +95,7 @@ def bench_schema(name: str, info: TokenizerInfo, tokenizer: Any, walks: int) -> 
         continuation(tokenizer, info, serialize(inst)) + [info.stop_ids[0]]
         for inst in INSTANCES[name]
     ]
-    sequences += [random_walk(first, rng) for _ in range(walks)]
+    sequences += [index_walk(first, rng) for _ in range(walks)]
 
     fresh = TokenIndex(dfa, info)
     cold = step_costs(fresh, sequences)
