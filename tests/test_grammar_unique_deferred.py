@@ -2,10 +2,11 @@
 the array is first reached (`json_unique.deferred_unique`), with the language it had.
 
 Hypothesis draws arrays of tagged objects (duplicates, invalid items, too few items) and
-checks acceptance against jsonschema; a counter shows no item DFA is built at compile time
-when the array may be empty or absent. The matcher's per-token facts (first byte, holds
-`,` / `[`), computed over all tokens at once, match each token's. Arrays of distinct enum
-values past `INLINE_SIZE` are a rule built when reached, with the inline DFA's language.
+checks acceptance against jsonschema; counters show no item DFA is built at compile time
+(with minItems 1 productivity reads the item's AST). The matcher's per-token facts (first
+byte, holds `,` / `[`), computed over all tokens at once, match each token's. Arrays of
+distinct enum values past `INLINE_SIZE` are a rule built when reached, with the inline
+DFA's language.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from kor_cli.grammar import json_unique
 from kor_cli.grammar.ast import Automaton, difference
 from kor_cli.grammar.compile import compile_json_schema, serialize
 from kor_cli.grammar.fsm import compile_ast
+from kor_cli.grammar.json_rules import RuleBook
 from kor_cli.grammar.json_schema import SchemaCompiler
 from kor_cli.grammar.unique_matcher import _token_sets
 from kor_cli.grammar.vocab import TokenizerInfo
@@ -58,20 +60,24 @@ def test_accepted_iff_valid(items: list[Any], lo: int) -> None:
     assert grammar.accepts(text) == valid, text
 
 
-@pytest.mark.parametrize(("lo", "at_compile"), [(0, False), (1, True)])
-def test_item_dfa_is_built_when_reached(
-    lo: int, at_compile: bool, monkeypatch: pytest.MonkeyPatch
-) -> None:
+@pytest.mark.parametrize("lo", [0, 1])
+def test_item_dfa_is_built_when_reached(lo: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The item rule's DFA is built when the matcher first enters an item, not at compile
+    time; with minItems 1 (is there an item at all?) productivity decides on the item's
+    AST, compiling only the products it needs, never the whole item DFA (`settle`)."""
     settled: list[int] = []
-    settle = SchemaCompiler.settle
+    built: list[int] = []
+    settle, build = SchemaCompiler.settle, RuleBook.build
     monkeypatch.setattr(SchemaCompiler, "settle", lambda c, n: settled.append(1) or settle(c, n))
+    monkeypatch.setattr(RuleBook, "build", lambda b, r: built.append(r) or build(b, r))
     monkeypatch.setattr(compile_module, "_cache", OrderedDict())
     schema = {"type": "object", "properties": {"list": _array(lo)}, "required": ["list"]}
     grammar = compile_json_schema(schema)
-    assert bool(settled) == at_compile  # minItems 1: is there an item at all? (as before)
+    (item,) = grammar.rules.checked.values()
+    assert not settled and item not in built
     assert grammar.accepts(b'{"list":[{"k":"a","v":1},{"k":"b"}]}')
     assert not grammar.accepts(b'{"list":[{"k":"a","v":1},{"k":"a","v":1}]}')
-    assert settled
+    assert item in built
 
 
 def test_an_empty_item_language_leaves_the_empty_array() -> None:

@@ -103,8 +103,10 @@ def distinct_sequence(values: list[bytes], separator: bytes) -> ByteDFA:
 def deferred_unique(
     c: SchemaCompiler, items: list[Part], loc: Location, lo: int, hi: int | None, pointer: str
 ) -> Node | None:
-    """A checked `uniqueItems` array (`unique_check`) whose item rule, one DFA of `items`,
-    is built when the array is first reached; None where `_array` decides on the item's
+    """A checked `uniqueItems` array (`unique_check`) whose item rule, `items` call-free,
+    is built when the array is first reached (its AST then; its DFA when the matcher enters
+    it; with minItems 1 productivity decides on the AST, compiling only the products it
+    needs, not the whole item DFA at compile time); None where `_array` decides on the item's
     DFA at once: items that are small, or maybe scalar (enums: a DFA of distinct sequences),
     or hold a keyword that could be refused (it must be refused when the schema loads), and
     minItems past 1 (whether that many distinct values exist). An item language found empty
@@ -112,10 +114,9 @@ def deferred_unique(
     if lo > 1 or not c.defer.deferrable(items):
         return None
 
-    def item() -> Node:
+    def item() -> Node:  # call-free; its products compiled only as productivity needs them
         with c.exactly():
-            node = c.member(items, loc, True)
-        return c.settle(node)[0]
+            return c.member(items, loc, True)
 
     def array(call: Node) -> Node:
         return seq(_OPEN, repeat(call, lo, hi, c.item_sep), _CLOSE)
