@@ -273,3 +273,34 @@ def test_options_without_type_are_disjoint_within_an_object() -> None:
     untyped = SchemaCompiler({"oneOf": options})
     untyped.compile()
     assert untyped.subtracted != []  # non-objects pass both: a product is needed
+
+
+NEGATED = st.sampled_from(
+    [{"properties": {"kind": {"enum": KINDS[:2]}}}, {"properties": {"x": {"type": "integer"}}},
+     {"required": ["y"]}, {"properties": {"kind": {"const": "c"}}, "required": ["kind"]}]
+)  # fmt: skip
+
+
+@given(tagged(), NEGATED)
+@settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
+def test_closed_objects_do_not_narrow_what_a_rival_subtracts(option: Any, negated: Any) -> None:
+    """Objects are closed by default where values are generated, not inside what a `oneOf`
+    subtracts: a rival `{type: object, not: N}` fails wherever N (open, as the spec says)
+    holds, so a value `option` accepts on its own and the rival fails stays accepted
+    (aspire-8.0's extension option rejected every resource with a member besides `type`)."""
+    rival = {"type": "object", "required": ["kind"], "not": negated}
+    schema = {"oneOf": [option, rival]}
+    validator = jsonschema.Draft202012Validator(schema)
+    try:
+        alone = compile_json_schema(option, GrammarOptions())
+    except GrammarError as error:  # e.g. a required member whose schema is `false`
+        assert "matches no" in error.message or "nothing is left" in error.message
+        return
+    both = compile_json_schema(schema, GrammarOptions())
+    loc = LocationSpace(Resolver(schema)).at([schema])
+    for instance in POOL:
+        text = serialize(reorder(instance, loc)).encode()
+        if alone.accepts(text) and validator.is_valid(instance):
+            assert both.accepts(text), (schema, instance)
+        if both.accepts(text):
+            assert validator.is_valid(instance), (schema, instance)

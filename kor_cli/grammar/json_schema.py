@@ -258,15 +258,17 @@ class SchemaCompiler:
             self.loose_depth = saved
 
     def under(self, part: Part, loc: Location) -> Node:
-        """A positive (under-approximating) grammar of `part`, strict; NOTHING on refusal."""
-        lenient, warnings = self.lenient, list(self.warnings)
-        self.lenient = False
+        """A positive (under-approximating) grammar of `part`, strict, objects open as the
+        specification says (closed by default, they would make the negation around take
+        values the schema allows: aspire-8.0's extension option); NOTHING on refusal."""
+        saved = self.lenient, self.open_objects, list(self.warnings)
+        self.lenient, self.open_objects = False, True
         try:
             return self.conj([part], loc, True)
         except GrammarError:
             return NOTHING
         finally:
-            self.lenient, self.warnings = lenient, warnings
+            self.lenient, self.open_objects, self.warnings = saved
 
     # types
 
