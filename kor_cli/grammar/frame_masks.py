@@ -57,6 +57,7 @@ import numpy as np
 
 from kor_cli.grammar.frame_cache import frames_path, read_frames, write_frames
 from kor_cli.grammar.frame_escapes import FrameMask, frame_mask, stored_rows
+from kor_cli.grammar.frame_returns import decide_returns
 from kor_cli.grammar.frame_walk import RuleWalker, split_words, walk_state
 from kor_cli.grammar.index import TokenIndex
 from kor_cli.grammar.shared_rules import shared_frame
@@ -236,10 +237,15 @@ class FrameMasks:
                 settled, where = escape_offsets(
                     self._sorted, ids_array, state, table.table, *self._kinds(rule_id, table)
                 )
+                slow_rows = ~settled
                 if len(called):
-                    settled &= ~np.isin(ids_array, called)
+                    through = np.isin(ids_array, called)
+                    if through.any():
+                        slow_rows = decide_returns(
+                            self, table, state, ids_array, through, settled, where, stays
+                        )
                 rows += _offset_rows(ids_array[settled], where[settled])
-                slow = ids_array[~settled]
+                slow = ids_array[slow_rows]
             if len(slow):
                 rows.append(self._simulate(rule_id, state, slow.tolist(), stays))
         ends = any(table.accepting[at] for at in here)

@@ -1,0 +1,78 @@
+"""frame_masks: the callees' escaping tokens at a call state, decided from the return state
+(`frame_returns.decide_returns`), give the frame masks the stack simulation gives."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from unittest import mock
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from test_grammar_frame_walk import reachable, rules_and_tokens
+
+from kor_cli.grammar import frame_masks
+from kor_cli.grammar.compile import compile_json_schema
+from kor_cli.grammar.frame_masks import FrameMasks
+from kor_cli.grammar.frame_returns import decide_returns
+from kor_cli.grammar.rules import RuleSet
+from kor_cli.grammar.stacks import Stacks
+from kor_cli.grammar.vocab import TokenizerInfo
+from kor_cli.testing import recursive_schema
+
+FIVE = json.loads((Path(__file__).parent / "data" / "grammar_schemas.json").read_text())
+
+
+def simulate_all(self: FrameMasks, table, state, ids, through, settled, where, stays) -> np.ndarray:
+    """The behaviour without `decide_returns`: every callee escape goes to the simulation."""
+    settled[through] = False
+    return ~settled
+
+
+def frames_both_ways(rules: RuleSet, info: TokenizerInfo, rule_ids: list[int]) -> int:
+    """Build every frame of `rule_ids` with and without `decide_returns`, assert them equal and
+    return how many tokens `decide_returns` decided without the simulation."""
+    decided = 0
+
+    def counting(frames, table, state, ids, through, settled, where, stays):
+        nonlocal decided
+        slow = decide_returns(frames, table, state, ids, through, settled, where, stays)
+        decided += int((through & ~slow).sum())
+        return slow
+
+    with mock.patch.object(frame_masks, "decide_returns", counting):
+        fast = FrameMasks(Stacks(rules), info)
+        for rule_id in rule_ids:
+            for state in range(len(fast.stacks.table(rule_id).table)):
+                fast.get(rule_id, state)
+    with mock.patch.object(frame_masks, "decide_returns", simulate_all):
+        slow = FrameMasks(Stacks(rules), info)
+        for rule_id in rule_ids:
+            for state in range(len(slow.stacks.table(rule_id).table)):
+                want, got = slow.get(rule_id, state), fast.get(rule_id, state)
+                assert np.array_equal(got.stays, want.stays), (rule_id, state)
+                assert got.ends == want.ends, (rule_id, state)
+                assert got.escapes() == want.escapes(), (rule_id, state)
+    return decided
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(rules_and_tokens())
+def test_returns_decide_as_the_simulation_on_drawn_rules(drawn) -> None:
+    rules, token_bytes = drawn
+    frames_both_ways(rules, TokenizerInfo(token_bytes), reachable(rules))
+
+
+@pytest.mark.parametrize("schema", ["tree", "rpc", "ui", "reviews"])
+def test_returns_decide_as_the_simulation_on_qwen(schema: str, tokenizer_info_factory) -> None:
+    source = (
+        recursive_schema(schema, closed=True)
+        if schema in ("tree", "rpc")
+        else FIVE[schema]["schema"]
+    )
+    rules = compile_json_schema(source).rules
+    decided = frames_both_ways(rules, tokenizer_info_factory("qwen"), rules.reachable_rules())
+    # the call states' `]`, `}`, `,` tokens are decided from the return state (reviews'
+    # calls are its large values: no token leaves one and goes on in its caller there)
+    assert (decided > 0) == (schema != "reviews")
