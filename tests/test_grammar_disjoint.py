@@ -272,7 +272,13 @@ def test_options_without_type_are_disjoint_within_an_object() -> None:
     assert compiler.subtracted == []
     untyped = SchemaCompiler({"oneOf": options})
     untyped.compile()
-    assert untyped.subtracted != []  # non-objects pass both: a product is needed
+    assert untyped.subtracted == []  # non-objects pass both, so fail: objects only
+    assert_exact({"oneOf": options})
+    other = [*options, {"type": "string"}]  # a third option that constrains non-objects
+    typed = SchemaCompiler({"oneOf": other})
+    typed.compile()
+    assert typed.subtracted == []  # still two options that pass every non-object
+    assert_exact({"oneOf": other})
 
 
 NEGATED = st.sampled_from(

@@ -2,7 +2,8 @@
 
 `oneOf` subtracts every other option from each option (DFA products, recursion unrolled);
 when two options can never hold at once (different types, different `const`/`enum` values,
-objects whose required discriminator property takes different constant values, or a member
+objects whose required discriminator property takes different constant values or, as a
+string, matches patterns no string matches together (`json_member_values`), or a member
 one requires that the other, closed by `additionalProperties: false`, cannot have) the
 subtraction removes nothing and is left out; when no option overlaps another, `oneOf` is
 exactly `anyOf`. `not` of a schema that only says `type` is the complementary `type`.
@@ -18,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from kor_cli.errors import GrammarError
+from kor_cli.grammar import json_member_values as members
 from kor_cli.grammar import json_memberwise as memberwise
 from kor_cli.grammar.ast import Node, alt, difference
 from kor_cli.grammar.json_canonical import canonical_key, value_type
@@ -31,13 +33,15 @@ if TYPE_CHECKING:
 @dataclass(frozen=True)
 class Shape:
     """Possible types; possible values (canonical keys; None: any); for objects, the names
-    that must be present and the values a member may take when present (name -> keys)."""
+    that must be present, the values a member may take when present (name -> keys) and
+    the types and patterns its own schemas say (name -> `json_member_values.Member`)."""
 
     types: frozenset[str]
     values: frozenset[str] | None = None
     required: frozenset[str] = frozenset()
     tags: dict[str, frozenset[str]] = field(default_factory=dict)
     closed: frozenset[str] | None = None  # the only names an object may have (None: any)
+    members: dict[str, members.Member] = field(default_factory=dict)
 
     def meet(self, other: Shape) -> Shape:
         """Instances of both."""
@@ -51,7 +55,10 @@ class Shape:
         if self.closed is not None and other.closed is not None:
             closed = self.closed & other.closed
         required = self.required | other.required
-        return Shape(self.types & other.types, values, required, tags, closed)
+        said = dict(self.members)
+        for name, member in other.members.items():
+            said[name] = members.meet(said[name], member) if name in said else member
+        return Shape(self.types & other.types, values, required, tags, closed, said)
 
     def join(self, other: Shape) -> Shape:
         """Instances of either (over-approximated)."""
@@ -63,7 +70,9 @@ class Shape:
         closed = None
         if self.closed is not None and other.closed is not None:
             closed = self.closed | other.closed
-        return Shape(self.types | other.types, values, required, tags, closed)
+        said = {n: members.join(m, other.members[n]) for n, m in self.members.items()
+                if n in other.members}  # fmt: skip
+        return Shape(self.types | other.types, values, required, tags, closed, said)
 
 
 ANYTHING = Shape(TYPES)
@@ -90,7 +99,7 @@ def shape(collector: Collector, parts: list[Part], nesting: int = 0) -> Shape:
     elif facts.false:
         result = NOTHING_SHAPE
     else:
-        result = _of(facts)
+        result = _of(facts, _applied(collector))
         for kind, index, value in facts.pending if nesting < MAX_NESTING else ():
             holder = facts.parts[index]
             if kind == "cases":  # lists of parts (json_conditions)
@@ -109,7 +118,11 @@ def shape(collector: Collector, parts: list[Part], nesting: int = 0) -> Shape:
     return result
 
 
-def _of(facts: Facts) -> Shape:
+def _applied(collector: Collector) -> Callable[[dict[str, Any]], list[str]]:
+    return lambda s: collector.resolver.draft_for(s).applied(s)
+
+
+def _of(facts: Facts, applied: Callable[[dict[str, Any]], list[str]]) -> Shape:
     types, values = facts.types, None
     if facts.enums:
         allowed = [{canonical_key(v): value_type(v) for v in e} for e in facts.enums]
@@ -118,17 +131,21 @@ def _of(facts: Facts) -> Shape:
         types = frozenset(allowed[0][k] for k in values)
     required = frozenset(n for o in facts.objects for n in o.required)
     tags: dict[str, frozenset[str]] = {}
+    said: dict[str, members.Member] = {}
     for o in facts.objects:
         for name, part in o.props.items():
             known = _constants(part.schema)
             if known is not None:
                 tags[name] = tags[name] & known if name in tags else known
+            member = members.member(part.schema, applied)
+            if member != members.ANY_MEMBER:
+                said[name] = members.meet(said[name], member) if name in said else member
     closed = None
     for o in facts.objects:  # `additionalProperties: false` (without patterns) only
         if o.additional is False and not o.patterns:
             names = frozenset(o.props)
             closed = names if closed is None else closed & names
-    return Shape(types, values, required, tags, closed)
+    return Shape(types, values, required, tags, closed, said)
 
 
 def _constants(schema: Any) -> frozenset[str] | None:
@@ -148,8 +165,9 @@ def _constants(schema: Any) -> frozenset[str] | None:
     return found
 
 
-def disjoint(a: Shape, b: Shape) -> bool:
-    """True if no instance can have both shapes."""
+def disjoint(a: Shape, b: Shape, patterns: Callable[[str, str], bool] | None = None) -> bool:
+    """True if no instance can have both shapes (`patterns(p, q)`: no string matches both,
+    `json_member_values.PatternsApart`; None: patterns tell nothing apart)."""
     common = a.types & b.types
     if not common:
         return True
@@ -157,6 +175,12 @@ def disjoint(a: Shape, b: Shape) -> bool:
         return True
     if common <= {"object"}:
         if any(_apart(a.tags.get(n), b.tags.get(n)) for n in a.required | b.required):
+            return True
+        if patterns is not None and any(
+            members.apart(a.members[n], b.members[n], patterns)
+            for n in a.required | b.required
+            if n in a.members and n in b.members
+        ):
             return True
         return _excluded(a.required, b.closed) or _excluded(b.required, a.closed)
     return False
@@ -175,13 +199,18 @@ def _apart(mine: frozenset[str] | None, theirs: frozenset[str] | None) -> bool:
     return mine == frozenset() or theirs == frozenset()
 
 
-def rivals(collector: Collector, options: list[Part], base: Shape = ANYTHING) -> list[set[int]]:
+def rivals(
+    collector: Collector,
+    options: list[Part],
+    base: Shape = ANYTHING,
+    patterns: Callable[[str, str], bool] | None = None,
+) -> list[set[int]]:
     """For each option, the other options it may share an instance with (within `base`,
     the shape of the conjunction around: a `type: object` there makes options without a
     `type` disjoint by their members, as the non-objects they all accept are not there)."""
     shapes = [base.meet(shape(collector, [p])) for p in options]
     return [
-        {j for j, other in enumerate(shapes) if j != k and not disjoint(mine, other)}
+        {j for j, other in enumerate(shapes) if j != k and not disjoint(mine, other, patterns)}
         for k, mine in enumerate(shapes)
     ]
 
@@ -198,7 +227,9 @@ def one_of(
     cases = closed_singles(c, options)
     if cases is not None:  # exclusive cases, exact: no product
         return alt(*(branch(*case) for case in cases))
-    overlaps = rivals(c.collector, options, _of(facts))
+    if (objects := _objects_apart(c, options, facts)) is not None:
+        return alt(*(branch(objects, p) for p in options))
+    overlaps = rivals(c.collector, options, _of(facts, _applied(c.collector)), c.patterns_apart)
     nodes = {k: branch(p) for k, p in enumerate(options) if not overlaps[k]}
     tied = [k for k in range(len(options)) if overlaps[k]]
     if tied and pos:  # rivals that fail member by member: products on member values only
@@ -221,6 +252,42 @@ def one_of(
         for k in tied:
             nodes[k] = difference(kept[k][0], alt(*(negs[j] for j in overlaps[k])))
     return alt(*(nodes[k] for k in range(len(options))))
+
+
+OBJECT_KEYWORDS = frozenset({
+    "properties", "required", "additionalProperties", "patternProperties", "minProperties",
+    "maxProperties", "dependencies", "dependentRequired", "dependentSchemas", "propertyNames",
+})  # fmt: skip
+
+
+def _objects_apart(c: SchemaCompiler, options: list[Part], facts: Facts) -> Part | None:
+    """A synthetic `type: object` part when the options share no object (their shapes
+    under the conjunction's, made an object, are disjoint) and two or more of them say
+    only object keywords: those pass every non-object, which so fails `oneOf`, and on
+    objects `oneOf` is `anyOf` (compilerconfig: seven options told apart by `inputFile`
+    patterns, no `type` anywhere). None otherwise."""
+    if "object" not in facts.types or sum(_object_only(c, p.schema) for p in options) < 2:
+        return None
+    base = _of(facts, _applied(c.collector)).meet(Shape(frozenset({"object"})))
+    if any(rivals(c.collector, options, base, c.patterns_apart)):
+        return None
+    return Part({"type": "object"}, options[0].pointer.rsplit("/", 1)[0], synthetic=True)
+
+
+def _object_only(c: SchemaCompiler, schema: Any, depth: int = 0) -> bool:
+    """True if `schema` passes every value that is not an object: `true`, or only object
+    keywords and annotations (through `$ref`s, a few deep)."""
+    if schema is True:
+        return True
+    if not isinstance(schema, dict) or depth > MAX_NESTING:
+        return False
+    keys = set(c.resolver.draft_for(schema).applied(schema)) - ANNOTATIONS
+    if "$ref" in keys:
+        target = c.factor.resolve(schema) if c.factor.resolve else None
+        if target is None or not _object_only(c, target, depth + 1):
+            return False
+        keys.discard("$ref")
+    return keys <= OBJECT_KEYWORDS
 
 
 _SINGLE_KEYS = frozenset({"properties", "additionalProperties", "required", "type"})

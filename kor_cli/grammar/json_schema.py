@@ -66,6 +66,7 @@ from kor_cli.grammar.json_formats import FORMATS
 from kor_cli.grammar.json_free_types import shared_types
 from kor_cli.grammar.json_keywords import ANNOTATIONS, Collector, Facts, Part
 from kor_cli.grammar.json_location import Location, LocationSpace, reorder
+from kor_cli.grammar.json_member_values import PatternsApart
 from kor_cli.grammar.json_memo import ConjMemo
 from kor_cli.grammar.json_refs import Resolver
 from kor_cli.grammar.json_rules import RuleBook
@@ -121,6 +122,7 @@ class SchemaCompiler:
         self.defer = DeferPolicy(self.resolver)
         applied = lambda s: self.resolver.draft_for(s).applied(s)  # noqa: E731
         self.factor = OneOfFactor(applied, self.defer.safe, self._target)
+        self.patterns_apart = PatternsApart(self.defer.parsed)  # json_disjoint's proofs
         self.memo = ConjMemo(self)
         self.exact = 0  # > 0 while building what a product (DFA operation) will take
         self._any: dict[tuple[int, int, bool], Node] = {}
