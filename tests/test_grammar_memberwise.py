@@ -10,11 +10,12 @@ from __future__ import annotations
 from collections import OrderedDict
 from typing import Any
 
+import jsonschema
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_grammar_dependencies import accepted, assert_widened
-from test_grammar_disjoint import assert_exact, member
+from test_grammar_disjoint import _accepted, assert_exact, member
 
 from kor_cli.grammar import compile as compile_module
 from kor_cli.grammar import json_keywords, json_memberwise
@@ -70,6 +71,28 @@ def test_overlapping_options_subtract_member_values_only() -> None:
     compiler.compile()
     assert ("oneOf", "") not in compiler.subtracted  # no whole-object subtraction
     assert all(keyword == "not" for keyword, _ in compiler.subtracted)
+
+
+def test_failures_the_conjunction_rules_out_are_left_out() -> None:
+    # grpc-api-gateway's Schema.Item: a closed object declaring two recursive members,
+    # options requiring one each by the same `$ref`s: "b present and not a tree" cannot
+    # happen there, so no product over the (recursive, unrolled) tree is built
+    tree = {"type": "object", "additionalProperties": False,
+            "properties": {"v": {"type": "integer"},
+                           "kids": {"type": "array", "items": {"$ref": "#/$defs/item"}}}}
+    item = {"type": "object", "additionalProperties": False,
+            "properties": {"a": {"$ref": "#/$defs/tree"}, "b": {"$ref": "#/$defs/tree"}},
+            "oneOf": [{"properties": {"a": {"$ref": "#/$defs/tree"}}, "required": ["a"]},
+                      {"properties": {"b": {"$ref": "#/$defs/tree"}}, "required": ["b"]}]}
+    schema = {"$defs": {"tree": tree, "item": item}, "$ref": "#/$defs/item"}  # fmt: skip
+    compiler = SchemaCompiler(schema)
+    compiler.compile()
+    assert compiler.subtracted == []
+    validator = jsonschema.Draft202012Validator(schema)
+    deep = {"a": {"kids": [{"b": {"v": 1, "kids": [{"a": {}}]}}]}}
+    for instance in [{"a": {}}, {"b": {"v": 2}}, {"a": {}, "b": {}}, {}, {"a": 1}, deep,
+                     {"a": {"kids": [{"a": {}, "b": {}}]}}, {"a": {"kids": [{}]}}]:  # fmt: skip
+        assert _accepted(schema, instance) == validator.is_valid(instance), instance
 
 
 @st.composite

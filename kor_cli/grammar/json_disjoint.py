@@ -234,7 +234,7 @@ def one_of(
     tied = [k for k in range(len(options)) if overlaps[k]]
     if tied and pos:  # rivals that fail member by member: products on member values only
         applied = lambda s: c.resolver.draft_for(s).applied(s)  # noqa: E731
-        split = memberwise.cases(facts, options, overlaps, applied, c.defer.safe)
+        split = memberwise.cases(facts, options, overlaps, applied, c.defer.safe, c.same)
         for k, parts in split.items():
             nodes[k] = alt(*(branch(*p) for p in parts))
         tied = [k for k in tied if k not in split]

@@ -15,6 +15,12 @@ refused, as `json_factor` asks: the made-up parts' pointers name made-up schemas
 member a made-up case makes present is declared already by the conjunction or the option
 (a made-up part is synthetic and must not open a closed object); no `unevaluated*` beside
 (failing options annotate nothing); at most `MAX_CASES` cases an option.
+
+A failure "member n present with a value failing S" is impossible where the conjunction
+or option k itself says n's value passes that same S (the same schema object, or `$ref`s
+to one target): it is left out (grpc-api-gateway's Schema.Item: a closed object declaring
+`schema` and `list`, options requiring one each with the same `$ref`s; "list present and
+not a SchemaList" was a product over the recursive SchemaList, unrolled: > 10 s).
 """
 
 from __future__ import annotations
@@ -63,9 +69,11 @@ def cases(
     rivals: list[set[int]],
     applied: Callable[[Any], list[str]],
     safe: Callable[[Any], bool],
+    same: Callable[[Any, Any], bool] = lambda a, b: a is b,
 ) -> dict[int, list[list[Part]]]:
     """For each option `k` with rivals that all qualify: the lists of parts (option `k`
-    and one failure of each rival) whose union is "option k and no rival"."""
+    and one failure of each rival) whose union is "option k and no rival" (`same(a, b)`:
+    the schemas `a` and `b` hold on the same values, e.g. `$ref`s to one target)."""
     if facts.unevaluated_props or facts.unevaluated_items:
         return {}
     fails = {j: failures(options[j], applied, safe) for j in set().union(*rivals)}
@@ -75,8 +83,12 @@ def cases(
         if not others or any(fails[j] is None for j in others):
             continue
         known = declared | _names(options[k].schema)
-        ways = [[f for f in fails[j] or () if _present(f) <= known] for j in sorted(others)]
-        if any(len(w) < len(fails[j] or ()) for w, j in zip(ways, sorted(others), strict=True)):
+        held = _held(facts, options[k].schema)
+        possible = {
+            j: [f for f in fails[j] or () if not _impossible(f, held, same)] for j in others
+        }
+        ways = [[f for f in possible[j] if _present(f) <= known] for j in sorted(others)]
+        if any(len(w) < len(possible[j]) for w, j in zip(ways, sorted(others), strict=True)):
             continue  # a failure would make present a member nothing declares
         count = 1
         for w in ways:
@@ -89,6 +101,32 @@ def cases(
             for combo in itertools.product(*ways)
         ]
     return out
+
+
+def _held(facts: Facts, option: Any) -> dict[str, list[Any]]:
+    """For each member name, the schemas its value must pass where present (the
+    conjunction's `properties` and the option's own)."""
+    held: dict[str, list[Any]] = {}
+    for o in facts.objects:
+        for name, part in o.props.items():
+            held.setdefault(name, []).append(part.schema)
+    props = option.get("properties", {}) if isinstance(option, dict) else {}
+    for name, sub in props.items() if isinstance(props, dict) else ():
+        held.setdefault(name, []).append(sub)
+    return held
+
+
+def _impossible(
+    failure: dict[str, Any], held: dict[str, list[Any]], same: Callable[[Any, Any], bool]
+) -> bool:
+    """`failure` is "member n present with a value failing S" and n's value passes S."""
+    required = failure.get("required", [])
+    if len(required) != 1:
+        return False
+    value = failure.get("properties", {}).get(required[0])
+    if not isinstance(value, dict) or set(value) != {"not"}:
+        return False
+    return any(same(s, value["not"]) for s in held.get(required[0], ()))
 
 
 def _names(schema: Any) -> set[str]:

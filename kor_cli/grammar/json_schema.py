@@ -140,6 +140,19 @@ class SchemaCompiler:
         except (GrammarError, TypeError):
             return None
 
+    def same(self, a: Any, b: Any) -> bool:
+        """True if the schemas `a` and `b` hold on the same values as far as cheaply seen:
+        one object, or each only a `$ref` (beside annotations) to one target."""
+        if a is b:
+            return True
+        if not (isinstance(a, dict) and isinstance(b, dict)):
+            return False
+        for s in (a, b):
+            if set(self.resolver.draft_for(s).applied(s)) - ANNOTATIONS != {"$ref"}:
+                return False
+        target = self._target(a)
+        return target is not None and target is self._target(b)
+
     def compile(self) -> RuleBook:
         """The rules of the whole document (one rule unless `$ref` recurses, see
         `json_rules`); GrammarError if the start rule generates nothing."""
