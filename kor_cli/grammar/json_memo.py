@@ -41,7 +41,7 @@ class ConjMemo:
         c = self.c
         described = tuple((id(p.schema), p.skip, p.ref, p.parent, p.synthetic) for p in parts)
         depths = tuple(sorted((r, n) for r, n in c.active.items() if n)) if c.exact else ()
-        opened = c.open_objects
+        opened = c.open_objects, c.undering
         return described, id(loc), pos, c.exact > 0, c.lenient, opened, c.loose_depth, depths
 
     def get(self, key: Key) -> Node | None:

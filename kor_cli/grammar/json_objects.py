@@ -46,7 +46,8 @@ def obj(c: SchemaCompiler, facts: Facts, loc: Location, pos: bool) -> Node:
     objs = facts.objects + (_unevaluated_props(facts) if pos else [])
     counted = facts.min_props or facts.max_props is not None  # exact on text in both modes
     if not (objs or facts.property_names or counted):
-        return any_object(c, loc, c.max_any_depth - 1) if pos else c.loose_object()
+        free = pos and not c.undering
+        return any_object(c, loc, c.max_any_depth - 1) if free else c.loose_object()
     shape = _Shape(c, objs, pos)
     with c.exactly():  # names are checked on their DFAs
         names_nodes = [c.conj([p], c.space.at([]), pos) for p in facts.property_names]

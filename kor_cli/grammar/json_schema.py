@@ -129,6 +129,7 @@ class SchemaCompiler:
         self._dfas: dict[int, tuple[Node, ByteDFA]] = {}
         self._keys: dict[tuple[str, ...], Node] = {}
         self.loose_depth = 0  # set while building what a difference subtracts
+        self.undering = False  # True while building `under`
         self.subtracted: list[tuple[str, str]] = []  # (keyword, pointer) of subtractions
         self._patterns: dict[tuple[str, bool], Node] = {}
         self._numbers: dict[tuple[Any, ...], Node] = {}
@@ -273,17 +274,23 @@ class SchemaCompiler:
             self.loose_depth = saved
 
     def under(self, part: Part, loc: Location) -> Node:
-        """A positive (under-approximating) grammar of `part`, strict, objects open as the
-        specification says (closed by default, they would make the negation around take
-        values the schema allows: aspire-8.0's extension option); NOTHING on refusal."""
-        saved = self.lenient, self.open_objects, list(self.warnings)
-        self.lenient, self.open_objects = False, True
+        """A positive (under-approximating) grammar of `part`, strict; NOTHING on refusal.
+
+        Objects are open, as the specification says, and a free value is `loose` (as deep
+        as the texts subtracted from): closed, or unrolled `max_any_depth` deep, they would
+        make the negation around take values the schema allows (aspire-8.0's extension
+        option: every resource with another member, or a deep one, failed its `oneOf`). A
+        loose value is a superset of the JSON values, but what it adds is not JSON: the
+        difference it is subtracted within only holds JSON texts, whose values it splits
+        where JSON does (strings atomic, brackets balanced)."""
+        saved = self.lenient, self.open_objects, self.undering, list(self.warnings)
+        self.lenient, self.open_objects, self.undering = False, True, True
         try:
             return self.conj([part], loc, True)
         except GrammarError:
             return NOTHING
         finally:
-            self.lenient, self.open_objects, self.warnings = saved
+            self.lenient, self.open_objects, self.undering, self.warnings = saved
 
     # types
 
@@ -405,7 +412,10 @@ class SchemaCompiler:
 
     def any_value(self, loc: Location, depth: int) -> Node:
         """Any JSON value, members in `loc` order: a call to a recursive rule (any depth),
-        under products at most `depth` containers deep (`json_containers`)."""
+        under products at most `depth` containers deep (`json_containers`); in `under`, a
+        loose value."""
+        if self.undering:
+            return self.loose()
         key = (id(loc), depth, self.exact > 0)
         found = self._any.get(key)
         if found is None:
