@@ -22,7 +22,11 @@ by token, through the allowed-token mask of the Qwen tokenizer (the matcher surf
 Reports compiled / refused (grouped by keyword and message) / timeouts / crashes (a Python
 exception other than `GrammarError`: a bug), false accepts and rejects, time to the first
 mask (cold: the structural DFA cache cleared; compile + `compile_grammar` +
-`fill_next_token_bitmask`) p50/p90/p99, and mask-vs-DFA disagreements (must be 0).
+`fill_next_token_bitmask`) p50/p90/p99, and mask-vs-DFA disagreements (must be 0). The
+tokenizer's tables (byte trie, sorted tokens' matrix) and the fixed automata (any string,
+any number) are built once before the workers fork, as the engines' tokenizer setup is;
+the schema-independent rules (`shared_rules`) are not: the first schema of each worker
+(a new one after a timeout) pays for those it needs.
 
 The competing engines installed (llguidance, XGrammar: `pip install -e '.[bench]'`) run in
 the same run on the same schemas, instances, texts and Qwen tokenizer, through their own
@@ -58,7 +62,10 @@ from kor_cli.grammar import dfa_cache
 from kor_cli.grammar.compile import GrammarOptions, compile_json_schema
 from kor_cli.grammar.index import token_trie
 from kor_cli.grammar.json_files import sibling_loader
+from kor_cli.grammar.json_numbers import any_number
+from kor_cli.grammar.json_values import string_node
 from kor_cli.grammar.surface import GrammarMatcher, compile_grammar
+from kor_cli.grammar.token_arrays import sorted_tokens
 from kor_cli.grammar.vocab import TokenizerInfo
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # siblings, also when loaded by path
@@ -311,7 +318,9 @@ def load_tokenizer(engines: tuple[str, ...] = ()) -> None:
     if _info is None:
         _tokenizer = load_offline_tokenizer("qwen")
         _info = TokenizerInfo.from_hf(_tokenizer, vocab_size=QWEN_LOGITS_WIDTH)
-        token_trie(_info)
+        token_trie(_info)  # per-tokenizer setup, as engines.py's: the byte trie,
+        sorted_tokens(_info).matrix()  # the sorted tokens' padded matrix (frame masks),
+        string_node(), any_number()  # and the fixed automata (any string, any number)
     for engine in engines:
         if engine not in _engines:
             _engines[engine] = _adapters()[engine](_tokenizer, _info)
