@@ -30,6 +30,7 @@ from kor_cli.grammar.ast import (
 )
 from kor_cli.grammar.fsm import compile_ast
 from kor_cli.grammar.json_containers import any_object
+from kor_cli.grammar.json_key_witness import realised_over
 from kor_cli.grammar.json_keywords import Facts, ObjectPart, Part
 from kor_cli.grammar.json_location import Location
 
@@ -173,6 +174,8 @@ class _Shape:
         cases: list[tuple[Node, int]] = [(others, 0)]
         if not self.patterns:
             return cases
+        if 1 << len(self.patterns) > MAX_CASES and not self.c.lenient and self._surely_many(others):
+            self._too_many(self.patterns[-1][2])  # known at once (`json_key_witness`)
         for i, (o, pattern, sub) in enumerate(self.patterns):
             strict = self.c.key_pattern(pattern, True, o.pointer)
             loose = self.c.key_pattern(pattern, False, o.pointer)
@@ -180,12 +183,22 @@ class _Shape:
             split += [(difference(key, loose), mask) for key, mask in cases]
             cases = [(key, mask) for key, mask in map(self._settled, split) if key is not NOTHING]
             if len(cases) > MAX_CASES:
-                self.c.fail(
-                    "patternProperties", sub.pointer, f"patterns overlap in too many ways "
-                    f"(more than {MAX_CASES} combinations)"
-                )  # fmt: skip
+                self._too_many(sub)
                 return cases[:MAX_CASES]
         return cases
+
+    def _too_many(self, sub: Part) -> None:
+        message = f"patterns overlap in too many ways (more than {MAX_CASES} combinations)"
+        self.c.fail("patternProperties", sub.pointer, message)
+
+    def _surely_many(self, others: Node) -> bool:
+        """More than `MAX_CASES` key cases are realised by joined witness keys."""
+        limit = self.c.max_states
+        strict, loose = (
+            [compile_ast(self.c.key_pattern(p, s, o.pointer), limit) for o, p, _ in self.patterns]
+            for s in (True, False)
+        )
+        return realised_over(strict, loose, compile_ast(others, limit).accepts, MAX_CASES)
 
     def _settled(self, case: tuple[Node, int]) -> tuple[Node, int]:
         """`case` with its keys compiled (NOTHING if there are none)."""
