@@ -17,6 +17,7 @@ from kor_cli.grammar.ast import (
     NOTHING,
     Alt,
     Automaton,
+    Bytes,
     Join,
     Node,
     Product,
@@ -152,10 +153,15 @@ def column_classes(table: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def from_class_table(
-    table: np.ndarray, accepting: np.ndarray, start: int, class_of: np.ndarray
+    table: np.ndarray,
+    accepting: np.ndarray,
+    start: int,
+    class_of: np.ndarray,
+    triples: list[tuple[int, int, int]] | None = None,
 ) -> ByteDFA:
-    """Minimise a class-level table and expand it to a `ByteDFA` (empty language allowed)."""
-    table, accepting, start = minimize(table, accepting, start)
+    """Minimise a class-level table and expand it to a `ByteDFA` (empty language allowed);
+    `triples`: its live transitions, if known (see `minimize`)."""
+    table, accepting, start = minimize(table, accepting, start, triples)
     if start == 0:
         return empty_dfa()
     return ByteDFA(table[:, class_of], accepting, start, trimmed=True)  # minimize trims
@@ -180,8 +186,34 @@ def compile_ast(node: Node, max_states: int = DEFAULT_MAX_STATES) -> ByteDFA:
         return node.dfa
     found = cached(node, max_states)
     if found is None:
-        found = remember(node, max_states, _build(_lower(node, max_states), max_states))
+        small = _unfolded(node, _SHARED_SIZE) < _SHARED_SIZE  # nothing to lower
+        lowered = node if small else _lower(node, max_states)
+        found = remember(node, max_states, _build(lowered, max_states))
     return found
+
+
+def _unfolded(node: Node, limit: int) -> int:
+    """The unfolded size of `node` (as `_census` counts it) if it is below `limit` and
+    the tree has no `Product`; else at least `limit`. Each level down gets a smaller
+    limit (every inner node counts 1), so the walk recurses at most `limit` deep."""
+    if isinstance(node, Bytes):
+        return 1
+    if isinstance(node, Automaton):
+        return node.dfa.num_states
+    if limit <= 1 or isinstance(node, Product):
+        return max(limit, 1)
+    if isinstance(node, Repeat):
+        total = _unfolded(node.item, limit - 1)
+        if node.sep is not None and total < limit - 1:
+            total += _unfolded(node.sep, limit - 1 - total)
+        total = 1 + _copies(node) * total if total < limit - 1 else limit
+        return min(total, limit)
+    total = 1
+    for child in children(node):
+        total += _unfolded(child, limit - total)
+        if total >= limit:
+            return limit
+    return total
 
 
 def _build(node: Node, max_states: int) -> ByteDFA:
@@ -204,8 +236,10 @@ def _build(node: Node, max_states: int) -> ByteDFA:
     nfa = NFA(class_masks, limit=10 * max_states)
     start = nfa.new()
     accept = nfa.build(node, start)
-    table, accepting = determinize(nfa.edges, nfa.eps, start, accept, len(class_masks), max_states)
-    return from_class_table(table, accepting, 1, class_of)
+    table, accepting, triples = determinize(
+        nfa.edges, nfa.eps, start, accept, len(class_masks), max_states
+    )
+    return from_class_table(table, accepting, 1, class_of, triples)
 
 
 def _lower(root: Node, max_states: int) -> Node:

@@ -16,6 +16,7 @@ import numpy as np
 
 from kor_cli.errors import GrammarError
 from kor_cli.grammar.limits import check
+from kor_cli.grammar.refine import canonical_blocks, sparse_rows
 
 
 def determinize(
@@ -25,8 +26,9 @@ def determinize(
     accept: int,
     num_classes: int,
     max_states: int,
-) -> tuple[np.ndarray, np.ndarray]:
-    """Subset construction of an NFA over byte classes: (table, accepting).
+) -> tuple[np.ndarray, np.ndarray, list[tuple[int, int, int]]]:
+    """Subset construction of an NFA over byte classes: (table, accepting, the table's
+    live transitions as (state, class mask, target) triples).
 
     A subset of one NFA state is that state's number (most subsets are), a larger one a
     frozenset; a transition into one NFA state without epsilon edges needs no closure.
@@ -92,7 +94,7 @@ def determinize(
         i += 1
     table = _fill(len(sets), num_classes, triples)
     accepting = np.array([s == accept if type(s) is int else accept in s for s in sets])
-    return table, accepting
+    return table, accepting, triples
 
 
 def _number(
@@ -229,9 +231,16 @@ def trim(table: np.ndarray, accepting: np.ndarray, start: int) -> np.ndarray:
 
 
 def minimize(
-    table: np.ndarray, accepting: np.ndarray, start: int
+    table: np.ndarray,
+    accepting: np.ndarray,
+    start: int,
+    triples: Iterable[tuple[int, int, int]] | None = None,
 ) -> tuple[np.ndarray, np.ndarray, int]:
-    """Minimal canonical DFA: (table, accepting, start); start is 1, or 0 if empty."""
+    """Minimal canonical DFA: (table, accepting, start); start is 1, or 0 if empty.
+    `triples`, the table's live transitions as (state, class mask, target) if the caller
+    has them, let a small table be refined on sparse rows (`refine`)."""
+    if triples is not None and len(table) <= _SPARSE:
+        return _sparse(table, accepting, start, triples)
     if len(table) <= _SMALL:
         return _small(table, accepting, start)
     blocks = _moore(table, accepting)
@@ -246,6 +255,22 @@ def minimize(
 
 
 _SMALL = 48  # tables this small are minimised in plain Python (numpy calls cost more)
+_SPARSE = 4096  # with sparse rows given, tables up to this size are refined on those
+
+
+def _sparse(
+    table: np.ndarray, accepting: np.ndarray, start: int, triples: Iterable[tuple[int, int, int]]
+) -> tuple[np.ndarray, np.ndarray, int]:
+    """`minimize` by worklist refinement on sparse rows, then the canonical numbering."""
+    found = canonical_blocks(sparse_rows(len(table), triples), accepting.tolist(), start)
+    if found is None:
+        return np.zeros((1, table.shape[1]), dtype=np.int32), np.zeros(1, dtype=bool), 0
+    number, reps = found
+    out = np.zeros((len(reps) + 1, table.shape[1]), dtype=np.int32)
+    out[1:] = np.array(number, dtype=np.int32)[table[reps]]
+    acc = np.zeros(len(reps) + 1, dtype=bool)
+    acc[1:] = accepting[reps]
+    return out, acc, 1
 
 
 def _small(
