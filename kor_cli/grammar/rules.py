@@ -109,29 +109,25 @@ def split_calls(dfa: ByteDFA) -> Rule:
     renumbered in order (0 stays the dead state).
     """
     table = np.asarray(dfa.transitions, dtype=np.int32)
-    found: dict[int, tuple[tuple[int, int], ...]] = {}
-    for state in np.flatnonzero(table[:, MARK]).tolist():
-        frontier = [(int(table[state, MARK]), 0)]
-        for _ in range(WIDTH):
-            step = []
-            for inner, value in frontier:
-                row = table[inner]
-                if row[:DIGIT0].any() or not row[DIGIT0:].any() or inner == state:
-                    raise GrammarError(_RAW_HIGH)
-                step += [(int(t), value * BASE + d) for d, t in enumerate(row[DIGIT0:]) if t]
-            frontier = step
-        found[state] = tuple(sorted((value, target) for target, value in frontier))
+    found, inside = _markers(table)
     bytes_only = table.copy()
     bytes_only[:, MARK:] = 0
-    keep = _reachable(bytes_only, dfa.start, found)
+    if getattr(dfa, "trimmed", False):
+        # minimal: every state is reachable, so by bytes and returns all but the markers'
+        keep = [s for s in range(1, len(table)) if s not in inside]
+    else:
+        keep = _reachable(bytes_only, dfa.start, found)
     if not keep:
         raise GrammarError("a rule matches nothing")
     if table[keep, DIGIT0:].any():
         raise GrammarError(_RAW_HIGH)
     renumber = np.zeros(len(table), dtype=np.int32)
     renumber[keep] = np.arange(1, len(keep) + 1, dtype=np.int32)
+    kept = bytes_only[keep]
     rows = np.zeros((len(keep) + 1, 256), dtype=np.int32)
-    rows[1:] = renumber[bytes_only[keep]]
+    rows[1:] = renumber[kept]
+    if np.count_nonzero(rows) != np.count_nonzero(kept):  # a byte into a marker's inside
+        raise GrammarError(_RAW_HIGH)
     accepting = np.zeros(len(keep) + 1, dtype=bool)
     accepting[1:] = np.asarray(dfa.accepting, dtype=bool)[keep]
     if not accepting.any():
@@ -144,6 +140,31 @@ def split_calls(dfa: ByteDFA) -> Rule:
     out = ByteDFA(rows, accepting, int(renumber[dfa.start]))
     # a kept state led to acceptance in `dfa`: by bytes alone, or by bytes to a call
     return Rule(out, MappingProxyType(calls), pruned=getattr(dfa, "trimmed", False))
+
+
+def _markers(table: np.ndarray) -> tuple[dict[int, tuple[tuple[int, int], ...]], set[int]]:
+    """Each state's calls (callee, return state) read off its marker paths, and the states
+    inside marker paths."""
+    found: dict[int, tuple[tuple[int, int], ...]] = {}
+    inside: set[int] = set()
+    marked = np.flatnonzero(table[:, MARK]).tolist()
+    if not marked:
+        return found, inside
+    digits = table[:, DIGIT0:].tolist()
+    other = table[:, :DIGIT0].any(axis=1).tolist()
+    for state in marked:
+        frontier = [(int(table[state, MARK]), 0)]
+        for _ in range(WIDTH):
+            step = []
+            for inner, value in frontier:
+                row = digits[inner]
+                if other[inner] or not any(row) or inner == state:
+                    raise GrammarError(_RAW_HIGH)
+                inside.add(inner)
+                step += [(t, value * BASE + d) for d, t in enumerate(row) if t]
+            frontier = step
+        found[state] = tuple(sorted((value, target) for target, value in frontier))
+    return found, inside
 
 
 def _reachable(
