@@ -15,7 +15,11 @@ the structural DFA cache cleared, so the correctness pass before it helps nothin
 `GrammarMatcher.fill_next_token_bitmask`, p50/p90/p99 over the schemas compiled; the
 competing engines named by `--engines` (llguidance by default, when installed) are timed
 the same way in the same run (compile + first mask through `engines.py`'s adapters), and
-the ratios kor / engine are taken over the schemas both compiled. Schema-independent
+the ratios kor / engine are taken over the schemas both compiled. Before each timed
+compile, of every engine, the heap is collected (`gc.collect()`, untimed, as
+`engines.py` does): otherwise the cyclic collector's full passes over the process's heap
+(tokenizer, transformers, the correctness pass's leftovers; ~30-80 ms each, 16 in one
+cold pass) land on whichever schema happens to trigger them. Schema-independent
 rules (the "any value" rule, the free types' rules, `shared_rules`) and their frame masks
 are built once per process and kept through the cold clears: the timed pass starts with
 that memo empty, so the first schema that needs one pays for it, and `memo_one_off`
@@ -27,6 +31,7 @@ Usage: python benchmarks/json_schema_suite.py [SUITE_DIR] [--out PATH] [--engine
 
 from __future__ import annotations
 
+import gc
 import json
 import time
 from collections import Counter
@@ -121,6 +126,7 @@ def first_masks(suite_dir: Path = SUITE_DIR, engines: tuple[str, ...] = ()) -> d
             name = f"{path.stem}#{k}"
             compile_module._cache.clear()
             dfa_cache.clear()
+            gc.collect()  # each timed compile starts from a collected heap (as engines.py's)
             start = time.perf_counter()
             try:
                 grammar = compile_json_schema(case["schema"], options)
@@ -132,6 +138,7 @@ def first_masks(suite_dir: Path = SUITE_DIR, engines: tuple[str, ...] = ()) -> d
                 pass
             for engine in engines:
                 adapter = schemastore._engines[engine]
+                gc.collect()
                 start = time.perf_counter()
                 try:
                     matcher = adapter.matcher(adapter.compile(case["schema"]))
