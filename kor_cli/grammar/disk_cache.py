@@ -36,17 +36,27 @@ def cache_root() -> Path | None:
     return Path(base) / "kor-cli"
 
 
+_UNDER_FILES: set[str] = set()  # roots found under a file: remembered (a cold compile's cost)
+
+
 def usable_root(root: Path | str | None) -> Path | None:
     """`root` as a cache folder, made if missing; None when it cannot exist (e.g. under a
     file, or the empty string, which would otherwise be the current folder): then nothing
-    can be read or written there, so no key needs computing."""
+    can be read or written there, so no key needs computing. A root under a file (such as
+    `os.devnull`) is remembered as such for the process: no system call the next time."""
     if root is None or root == "":
         return None
-    path = Path(root)
+    text = os.fspath(root)
+    if text in _UNDER_FILES:
+        return None
+    path = Path(text)
     if path.is_dir():
         return path
     try:
         path.mkdir(parents=True, exist_ok=True)
+    except NotADirectoryError:
+        _UNDER_FILES.add(text)
+        return None
     except OSError:
         return None
     return path

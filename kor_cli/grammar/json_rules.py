@@ -243,25 +243,27 @@ class RuleBook:
             return found
         known: dict[int, bool] = {}
         while True:
-            done, changed = self._round(rule, known)
-            if not changed:
+            done, changed, assumed = self._round(rule, known)
+            if not changed or not assumed:  # no recursion met: the first round is exact
                 self._decided.update(done)
                 return done[rule]
 
-    def _round(self, rule: int, known: dict[int, bool]) -> tuple[dict[int, bool], bool]:
-        """One round of `productive`: the answers it needed, and whether any of them differs
-        from `known` (what the last round found, updated)."""
+    def _round(self, rule: int, known: dict[int, bool]) -> tuple[dict[int, bool], bool, bool]:
+        """One round of `productive`: the answers it needed, whether any of them differs
+        from `known` (what the last round found, updated), and whether an answer assumed
+        one of `known`'s (a rule met again while deciding it)."""
         done: dict[int, bool] = {}
         visiting: set[int] = set()
         memo: dict[int, bool] = {}
-        changed = False
+        changed = assumed = False
 
         def ask(r: int) -> bool:
-            nonlocal changed
+            nonlocal changed, assumed
             answer = self._decided.get(r, done.get(r))
             if answer is not None:
                 return answer
             if r in visiting:  # recursion: assume what the last round found
+                assumed = True
                 return known.get(r, False)
             visiting.add(r)
             answer = done[r] = self._nonempty(self.body(r), ask, memo)
@@ -271,7 +273,7 @@ class RuleBook:
             return answer
 
         ask(rule)
-        return done, changed
+        return done, changed, assumed
 
     def unproductive(self) -> list[str]:
         """Names of the rules found to generate nothing (recursion without a way out)."""
