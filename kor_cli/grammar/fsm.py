@@ -256,6 +256,8 @@ def _lower(root: Node, max_states: int) -> Node:
         done = memo.get(id(node))
         if done is not None:
             return done
+        if sizes.get(id(node), 0) < _SHARED_SIZE and _unfolded(node, _SHARED_SIZE) < _SHARED_SIZE:
+            return node  # small and no Product below: nothing to lower
         if isinstance(node, Product):
             dfa = cached(node, max_states)
             if dfa is None:

@@ -70,16 +70,22 @@ def canonical_blocks(
 def _refine(
     rows: list[dict[int, int]], preds: list[list[int]], accepting: Sequence[bool], live: list[bool]
 ) -> list[int]:
-    """Block of each live state (-1: dead) in the coarsest stable partition."""
+    """Block of each live state (-1: dead) in the coarsest stable partition. The first
+    partition is by acceptance and by the classes that lead anywhere live (equivalent
+    live states agree on both)."""
     block = [-1] * len(rows)
     members: list[list[int]] = []
-    for want in (True, False):
-        group = [s for s, ok in enumerate(live) if ok and bool(accepting[s]) == want]
-        if group:
-            for s in group:
-                block[s] = len(members)
-            members.append(group)
-    work = set(range(len(members)))
+    first: dict[tuple[bool, int], int] = {}
+    for s, ok in enumerate(live):
+        if ok:
+            key = (bool(accepting[s]), sum(rows[s].values()))  # the masks are disjoint
+            found = first.get(key)
+            if found is None:
+                found = first[key] = len(members)
+                members.append([])
+            members[found].append(s)
+            block[s] = found
+    work = {b for b, group in enumerate(members) if len(group) > 1}
     rounds = 0
     while work:
         rounds += 1
@@ -91,7 +97,18 @@ def _refine(
             continue
         split: dict[object, list[int]] = {}
         for s in group:
-            key = _signature(rows[s], block)
+            row = rows[s]
+            if len(row) == 1:
+                for t, m in row.items():
+                    key: object = (block[t], m)
+            elif not row:
+                key = ()
+            else:
+                merged: dict[int, int] = {}
+                for t, m in row.items():
+                    bt = block[t]
+                    merged[bt] = merged.get(bt, 0) | m
+                key = tuple(sorted(merged.items())) if len(merged) > 1 else merged.popitem()
             found = split.get(key)
             if found is None:
                 split[key] = [s]
@@ -112,18 +129,3 @@ def _refine(
                     if block[p] >= 0:
                         work.add(block[p])
     return block
-
-
-def _signature(row: dict[int, int], block: list[int]) -> object:
-    """The state's transitions as class masks by successor block (a canonical key)."""
-    if len(row) == 1:
-        for t, m in row.items():
-            return (block[t], m)
-    merged: dict[int, int] = {}
-    for t, m in row.items():
-        b = block[t]
-        merged[b] = merged.get(b, 0) | m
-    if len(merged) == 1:
-        for b, m in merged.items():
-            return (b, m)
-    return tuple(sorted(merged.items()))
