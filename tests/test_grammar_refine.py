@@ -16,7 +16,7 @@ from kor_cli.grammar import fsm as fsm_module
 from kor_cli.grammar import minimize as minimize_module
 from kor_cli.grammar.ast import Node, Product, alt, children, literal, seq
 from kor_cli.grammar.fsm import compile_ast
-from kor_cli.grammar.minimize import minimize
+from kor_cli.grammar.minimize import minimal_triples
 from kor_cli.grammar.refine import canonical_blocks, sparse_rows
 from tests.test_grammar_dfacore import LIMIT, reference_minimize, same, tables, trees
 
@@ -45,7 +45,9 @@ def test_sparse_matches_reference(
 ) -> None:
     table, accepting, start = case
     expected = reference_minimize(table, accepting, start)
-    assert same(minimize(table, accepting, start, triples_of(table, split)), expected)
+    triples = triples_of(table, split)
+    found = minimal_triples(len(table), table.shape[1], accepting, start, triples)
+    assert same(found, expected)
 
 
 def test_rows_merge_masks_by_target() -> None:
@@ -63,7 +65,7 @@ def test_long_chain_is_kept() -> None:
     table[1 : n + 1, 1] = np.arange(2, n + 2)
     accepting = np.zeros(n + 2, dtype=bool)
     accepting[n + 1] = True
-    out = minimize(table, accepting, 1, triples_of(table, [False]))
+    out = minimal_triples(len(table), 2, accepting, 1, triples_of(table, [False]))
     assert same(out, reference_minimize(table, accepting, 1))
     assert len(out[0]) == n + 2
 

@@ -32,7 +32,7 @@ from kor_cli.grammar.ast import (
 )
 from kor_cli.grammar.dfa_cache import cached, remember
 from kor_cli.grammar.limits import check
-from kor_cli.grammar.minimize import determinize, minimize
+from kor_cli.grammar.minimize import minimal_triples, minimize, subsets
 from kor_cli.grammar.nfa import NFA, byte_classes, leaf_masks
 
 DEFAULT_MAX_STATES = 50_000
@@ -153,15 +153,15 @@ def column_classes(table: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def from_class_table(
-    table: np.ndarray,
-    accepting: np.ndarray,
-    start: int,
-    class_of: np.ndarray,
-    triples: list[tuple[int, int, int]] | None = None,
+    table: np.ndarray, accepting: np.ndarray, start: int, class_of: np.ndarray
 ) -> ByteDFA:
-    """Minimise a class-level table and expand it to a `ByteDFA` (empty language allowed);
-    `triples`: its live transitions, if known (see `minimize`)."""
-    table, accepting, start = minimize(table, accepting, start, triples)
+    """Minimise a class-level table and expand it to a `ByteDFA` (empty language allowed)."""
+    return _expand(minimize(table, accepting, start), class_of)
+
+
+def _expand(minimal: tuple[np.ndarray, np.ndarray, int], class_of: np.ndarray) -> ByteDFA:
+    """The `ByteDFA` of a minimal class-level (table, accepting, start)."""
+    table, accepting, start = minimal
     if start == 0:
         return empty_dfa()
     return ByteDFA(table[:, class_of], accepting, start, trimmed=True)  # minimize trims
@@ -236,10 +236,10 @@ def _build(node: Node, max_states: int) -> ByteDFA:
     nfa = NFA(class_masks, limit=10 * max_states)
     start = nfa.new()
     accept = nfa.build(node, start)
-    table, accepting, triples = determinize(
+    count, accepting, triples = subsets(
         nfa.edges, nfa.eps, start, accept, len(class_masks), max_states
     )
-    return from_class_table(table, accepting, 1, class_of, triples)
+    return _expand(minimal_triples(count, len(class_masks), accepting, 1, triples), class_of)
 
 
 def _lower(root: Node, max_states: int) -> Node:

@@ -1,12 +1,14 @@
 """Subset construction and minimisation on class-compressed DFA tables.
 
-Tables are int32 [num_states, num_classes] with state 0 the dead state. Minimisation is
-Moore's refinement vectorised with numpy (each round hashes every state's block and its
-successors' blocks; the result is verified exact, see `_moore`), falling back to Hopcroft's
-algorithm for partial DFAs (transitions to the dead state count as undefined, so only
-live transitions are ever scanned) when Moore would need too many rounds (long chains).
-A canonical BFS numbering follows: two grammars with the same language get the same table.
-"""
+Tables are int32 [num_states, num_classes] with state 0 the dead state. The subset
+construction lists live transitions as triples; up to `_SPARSE` states they are minimised
+as sparse rows (`refine`, `minimal_triples`), never filled into a table. Otherwise
+minimisation is Moore's refinement vectorised with numpy (each round hashes every state's
+block and its successors' blocks; the result is verified exact, see `_moore`), falling back
+to Hopcroft's algorithm for partial DFAs (transitions to the dead state count as undefined,
+so only live transitions are ever scanned) when Moore would need too many rounds (long
+chains). A canonical BFS numbering follows: two grammars with the same language get the
+same table."""
 
 from __future__ import annotations
 
@@ -19,16 +21,16 @@ from kor_cli.grammar.limits import check
 from kor_cli.grammar.refine import canonical_blocks, sparse_rows
 
 
-def determinize(
+def subsets(
     edges: Sequence[Sequence[tuple[int, int]]],
     eps: Sequence[Sequence[int]],
     start: int,
     accept: int,
     num_classes: int,
     max_states: int,
-) -> tuple[np.ndarray, np.ndarray, list[tuple[int, int, int]]]:
-    """Subset construction of an NFA over byte classes: (table, accepting, the table's
-    live transitions as (state, class mask, target) triples).
+) -> tuple[int, np.ndarray, list[tuple[int, int, int]]]:
+    """Subset construction of an NFA over byte classes: (number of states, accepting,
+    the live transitions as (state, class mask, target) triples); see `minimal_triples`.
 
     A subset of one NFA state is that state's number (most subsets are), a larger one a
     frozenset; a transition into one NFA state without epsilon edges needs no closure.
@@ -92,9 +94,8 @@ def determinize(
                     target = unions[key] = _number(sub, ids, sets, max_states)
             triples.append((i, mask, target))
         i += 1
-    table = _fill(len(sets), num_classes, triples)
     accepting = np.array([s == accept if type(s) is int else accept in s for s in sets])
-    return table, accepting, triples
+    return len(sets), accepting, triples
 
 
 def _number(
@@ -230,17 +231,46 @@ def trim(table: np.ndarray, accepting: np.ndarray, start: int) -> np.ndarray:
     return np.where(live[table], table, 0).astype(np.int32)
 
 
-def minimize(
-    table: np.ndarray,
+def minimal_triples(
+    count: int,
+    num_classes: int,
     accepting: np.ndarray,
     start: int,
-    triples: Iterable[tuple[int, int, int]] | None = None,
+    triples: list[tuple[int, int, int]],
 ) -> tuple[np.ndarray, np.ndarray, int]:
-    """Minimal canonical DFA: (table, accepting, start); start is 1, or 0 if empty.
-    `triples`, the table's live transitions as (state, class mask, target) if the caller
-    has them, let a small table be refined on sparse rows (`refine`)."""
-    if triples is not None and len(table) <= _SPARSE:
-        return _sparse(table, accepting, start, triples)
+    """`minimize` of the table of `count` states whose live transitions are `triples`
+    (state, class mask, target): up to `_SPARSE` states refined on those sparse rows
+    (`refine`), never building the whole table; larger ones filled in and minimised."""
+    if count > _SPARSE:
+        return minimize(_fill(count, num_classes, triples), accepting, start)
+    rows = sparse_rows(count, triples)
+    found = canonical_blocks(rows, accepting.tolist(), start)
+    if found is None:
+        return np.zeros((1, num_classes), dtype=np.int32), np.zeros(1, dtype=bool), 0
+    number, reps = found
+    flat = [0] * (num_classes * (len(reps) + 1))
+    columns: dict[int, list[int]] = {}
+    base = 0
+    for s in reps:
+        base += num_classes
+        for t, mask in rows[s].items():
+            value = number[t]
+            if value:
+                cols = columns.get(mask)
+                if cols is None:
+                    cols = columns[mask] = [c for c in range(num_classes) if mask >> c & 1]
+                for c in cols:
+                    flat[base + c] = value
+    out = np.array(flat, dtype=np.int32).reshape(len(reps) + 1, num_classes)
+    acc = np.zeros(len(reps) + 1, dtype=bool)
+    acc[1:] = accepting[reps]
+    return out, acc, 1
+
+
+def minimize(
+    table: np.ndarray, accepting: np.ndarray, start: int
+) -> tuple[np.ndarray, np.ndarray, int]:
+    """Minimal canonical DFA: (table, accepting, start); start is 1, or 0 if empty."""
     if len(table) <= _SMALL:
         return _small(table, accepting, start)
     blocks = _moore(table, accepting)
@@ -255,22 +285,7 @@ def minimize(
 
 
 _SMALL = 48  # tables this small are minimised in plain Python (numpy calls cost more)
-_SPARSE = 4096  # with sparse rows given, tables up to this size are refined on those
-
-
-def _sparse(
-    table: np.ndarray, accepting: np.ndarray, start: int, triples: Iterable[tuple[int, int, int]]
-) -> tuple[np.ndarray, np.ndarray, int]:
-    """`minimize` by worklist refinement on sparse rows, then the canonical numbering."""
-    found = canonical_blocks(sparse_rows(len(table), triples), accepting.tolist(), start)
-    if found is None:
-        return np.zeros((1, table.shape[1]), dtype=np.int32), np.zeros(1, dtype=bool), 0
-    number, reps = found
-    out = np.zeros((len(reps) + 1, table.shape[1]), dtype=np.int32)
-    out[1:] = np.array(number, dtype=np.int32)[table[reps]]
-    acc = np.zeros(len(reps) + 1, dtype=bool)
-    acc[1:] = accepting[reps]
-    return out, acc, 1
+_SPARSE = 4096  # `minimal_triples` refines tables up to this size on sparse rows
 
 
 def _small(
