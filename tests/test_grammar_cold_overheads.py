@@ -64,3 +64,18 @@ def test_a_root_under_a_file_is_remembered(tmp_path: Path) -> None:
         assert disk_cache.usable_root(root) is None
         assert disk_cache.usable_root(str(root)) is None
     assert disk_cache.usable_root(tmp_path / "folder") == tmp_path / "folder"  # others still made
+
+
+@pytest.mark.parametrize("small", [0, 10**9])  # every table searched by numpy / in Python
+def test_max_depth_both_ways(small: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`json_values.max_depth` level by level in numpy equals the depth-first search and
+    the nesting the languages were built with (loose values, real schemas' values)."""
+    from kor_cli.grammar import json_values
+    from kor_cli.grammar.fsm import compile_ast
+
+    monkeypatch.setattr(json_values, "_SMALL_TABLE", small)
+    for depth in range(5):
+        assert json_values.max_depth(compile_ast(json_values.loose_value(depth))) == depth
+    nested = {"type": "array", "items": {"type": "array", "items": {"type": "object"}}}
+    dfa = compile_json_schema({"not": {"const": 1}, **nested}, GrammarOptions(max_any_depth=2)).dfa
+    assert json_values.max_depth(dfa) == 4  # [ [ { any value: 2 deep } ] ] (under a product)

@@ -18,6 +18,8 @@ import math
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from kor_cli.grammar import charset as cs
 from kor_cli.grammar.ast import ALL_BYTES, Automaton, Bytes, Node, alt, literal, repeat, seq
 
@@ -172,22 +174,67 @@ def max_depth(dfa: ByteDFA) -> int:
     """The deepest bracket nesting of the JSON texts a (trim) DFA accepts.
 
     In a trim DFA of JSON texts every state has one lexical context (depth, inside a
-    string or not), because all its completions must close exactly what is open.
+    string or not), because all its completions must close exactly what is open; so a
+    breadth-first search, level by level in numpy, reads each state's context off any one
+    edge that first reaches it.
     """
     _, masks, table = dfa.compressed()
-    reps = [_representative(m) for m in masks]
-    seen: dict[int, tuple[int, int]] = {dfa.start: (0, 0)}  # state -> (depth, lexer)
-    stack = [dfa.start]
+    size, width = table.shape
+    if size * width < _SMALL_TABLE:
+        return _max_depth_small(dfa.start, table.tolist(), [_representative(m) for m in masks])
+    reps = np.array([_representative(m) for m in masks], dtype=np.int64)
+    depth = np.zeros(size, dtype=np.int64)
+    lexer = np.zeros(size, dtype=np.int64)
+    seen = np.zeros(size, dtype=bool)
+    seen[0] = seen[dfa.start] = True  # 0: the dead state, never a context
+    frontier = np.array([dfa.start], dtype=np.int64)
+    deepest = 0
+    while len(frontier):
+        rows = table[frontier].ravel()
+        fresh = ~seen[rows]
+        if not fresh.any():
+            break
+        targets, first = np.unique(rows[fresh], return_index=True)
+        where = np.flatnonzero(fresh)[first]  # the first edge into each new state
+        source, byte = frontier[where // width], reps[where % width]
+        depth[targets], lexer[targets] = _lex_all(depth[source], lexer[source], byte)
+        seen[targets] = True
+        deepest = max(deepest, int(depth[targets].max()))
+        frontier = targets
+    return deepest
+
+
+_SMALL_TABLE = 2000  # table cells below which a plain depth-first search is faster
+
+
+def _max_depth_small(start: int, table: list[list[int]], reps: list[int]) -> int:
+    """`max_depth` by a depth-first search in plain Python (small tables)."""
+    seen: dict[int, tuple[int, int]] = {start: (0, 0)}  # state -> (depth, lexer)
+    stack = [start]
     deepest = 0
     while stack:
         state = stack.pop()
         depth, lexer = seen[state]
         deepest = max(deepest, depth)
-        for k, target in enumerate(table[state].tolist()):
+        for k, target in enumerate(table[state]):
             if target and target not in seen:
                 seen[target] = _lex(depth, lexer, reps[k])
                 stack.append(target)
     return deepest
+
+
+def _lex_all(
+    depth: np.ndarray, lexer: np.ndarray, byte: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """`_lex` over arrays."""
+    outside = lexer == 0
+    quote, backslash = byte == 0x22, byte == 0x5C
+    opens = (byte == 0x5B) | (byte == 0x7B)
+    closes = (byte == 0x5D) | (byte == 0x7D)
+    moved = depth + np.where(outside & ~quote, opens.astype(np.int64) - closes, 0)
+    inside = np.where(backslash, 2, np.where(quote, 0, 1))
+    after = np.where(outside, np.where(quote, 1, 0), np.where(lexer == 2, 1, inside))
+    return moved, after
 
 
 def _representative(mask: int) -> int:
