@@ -5,6 +5,9 @@ tables (so the same fingerprints)."""
 
 from __future__ import annotations
 
+import copy as copy_module
+import dataclasses
+
 import numpy as np
 import pytest
 from hypothesis import given, reject, settings
@@ -14,7 +17,22 @@ from kor_cli.errors import GrammarError
 from kor_cli.grammar import dfa_cache
 from kor_cli.grammar import fsm as fsm_module
 from kor_cli.grammar import minimize as minimize_module
-from kor_cli.grammar.ast import Node, Product, alt, children, literal, seq
+from kor_cli.grammar.ast import (
+    Alt,
+    Automaton,
+    Join,
+    Node,
+    Product,
+    Seq,
+    alt,
+    children,
+    difference,
+    intersect,
+    join,
+    literal,
+    repeat,
+    seq,
+)
 from kor_cli.grammar.fsm import compile_ast
 from kor_cli.grammar.minimize import minimal_triples
 from kor_cli.grammar.refine import canonical_blocks, sparse_rows
@@ -22,17 +40,17 @@ from tests.test_grammar_dfacore import LIMIT, reference_minimize, same, tables, 
 
 
 def triples_of(table: np.ndarray, split: list[bool]) -> list[tuple[int, int, int]]:
-    """The live cells as (state, class mask, target): cells to one target grouped into one
-    mask, or (where `split` says so) left one class per triple."""
+    """The cells as (state, class mask, target): cells to one target grouped into one
+    mask, or (where `split` says so) left one class per triple, a cell into the dead
+    state then listed too (the subset construction lists one reaching the empty subset)."""
     out: list[tuple[int, int, int]] = []
     for s, row in enumerate(table.tolist()):
         grouped: dict[int, int] = {}
         for c, t in enumerate(row):
-            if not t:
-                continue
             if split[(s + c) % len(split)]:
-                out.append((s, 1 << c, t))
-            else:
+                if s:
+                    out.append((s, 1 << c, t))
+            elif t:
                 grouped[t] = grouped.get(t, 0) | 1 << c
         out += [(s, m, t) for t, m in grouped.items()]
     return out
@@ -113,3 +131,63 @@ def test_unfolded_walk_is_shallow() -> None:
     for _ in range(5000):
         node = seq(literal("b"), alt(node, literal("c")))
     assert fsm_module._unfolded(node, 64) == 64
+
+
+def canon(node: Node) -> str:
+    """A text equal for structurally equal trees (the reference for `structure`)."""
+    if isinstance(node, Automaton):
+        return f"A{node.dfa.fingerprint()}"
+    fields = [
+        canon(v) if isinstance(v, Node) else repr(v)
+        for v in (getattr(node, f.name) for f in dataclasses.fields(node))  # type: ignore[arg-type]
+    ]
+    if isinstance(node, Join):
+        fields[0] = repr([(canon(x), r) for x, r in node.items])
+    elif isinstance(node, (Seq, Alt)):
+        fields = [canon(x) for x in node.items]
+    return f"{type(node).__name__}({','.join(fields)})"
+
+
+@given(trees, trees)
+@settings(max_examples=200, deadline=None)
+def test_structure_ids_match_structural_equality(a: Node, b: Node) -> None:
+    """Equal ids exactly for structurally equal trees numbered since the last `clear`
+    (fresh copies, shared subtrees, nodes numbered by an earlier call); never equal ids
+    for different trees, whenever they were numbered."""
+    if dfa_cache.structure(a) == dfa_cache.structure(b):
+        assert canon(a) == canon(b)
+    dfa_cache.clear()
+    a, b = copy_module.deepcopy(a), copy_module.deepcopy(b)
+    dfa_cache.structure(a)
+    again = copy_module.deepcopy(b)
+    assert dfa_cache.structure(seq(a, b, again)) > 0
+    assert dfa_cache.structure(again) == dfa_cache.structure(b)
+    assert (dfa_cache.structure(a) == dfa_cache.structure(b)) == (canon(a) == canon(b))
+
+
+def test_structure_tells_near_misses_apart() -> None:
+    """Trees that differ in one field only get different ids; their copies the same."""
+    x, y = literal("ab"), alt(literal("a"), literal("b"))
+    dfa = compile_ast(literal("q"))
+    variants = [
+        repeat(x, 0, 2),
+        repeat(x, 0, 3),
+        repeat(x, 1, 2),
+        repeat(x, 0, None),
+        repeat(x, 0, 2, literal(",")),
+        join([(x, True), (y, False)], literal(",")),
+        join([(x, False), (y, False)], literal(",")),
+        join([(x, True), (y, False)], literal(","), tail=x),
+        join([(x, True), (y, False)], literal(","), min_count=1),
+        join([(x, True), (y, False)], literal(","), max_count=1),
+        intersect(x, y),
+        difference(x, y),
+        seq(x, y),
+        seq(y, x),
+        alt(x, literal("c")),
+        Automaton(dfa),
+        Automaton(compile_ast(literal("r"))),
+    ]
+    ids = [dfa_cache.structure(v) for v in variants]
+    assert len(set(ids)) == len(ids)
+    assert [dfa_cache.structure(copy_module.deepcopy(v)) for v in variants] == ids

@@ -32,48 +32,60 @@ _dfas: OrderedDict[tuple[int, int], ByteDFA] = OrderedDict()
 _cached_states = 0
 
 
-def _key(node: Node) -> tuple[Any, ...]:
-    """The structural key of `node`, its children already numbered."""
+def _key(node: Node, known: dict[int, int]) -> tuple[Any, ...]:
+    """The structural key of `node`, its children numbered in `known` (by `id`)."""
     if isinstance(node, Bytes):
         return ("B", node.mask)
     if isinstance(node, Automaton):
         return ("A", node.dfa.fingerprint())
     if isinstance(node, (Seq, Alt)):
-        return (type(node).__name__, *(_ids[x] for x in node.items))
+        return (type(node).__name__, *(known[id(x)] for x in node.items))
     if isinstance(node, Repeat):
-        sep = 0 if node.sep is None else _ids[node.sep]
-        return ("R", _ids[node.item], node.min, node.max, sep)
+        sep = 0 if node.sep is None else known[id(node.sep)]
+        return ("R", known[id(node.item)], node.min, node.max, sep)
     if isinstance(node, Join):
-        items = tuple((_ids[x], required) for x, required in node.items)
-        tail = 0 if node.tail is None else _ids[node.tail]
-        return ("J", items, _ids[node.sep], tail, node.min_count, node.max_count)
+        items = tuple((known[id(x)], required) for x, required in node.items)
+        tail = 0 if node.tail is None else known[id(node.tail)]
+        return ("J", items, known[id(node.sep)], tail, node.min_count, node.max_count)
     if isinstance(node, Product):
-        return ("P", node.op, _ids[node.left], _ids[node.right])
+        return ("P", node.op, known[id(node.left)], known[id(node.right)])
     raise TypeError(f"unknown AST node {type(node).__name__}")
 
 
 def structure(root: Node) -> int:
-    """An id equal for structurally equal trees (iterative: trees nest deeply)."""
+    """An id equal for structurally equal trees (iterative: trees nest deeply). Nodes met
+    in this call are numbered by `id` (the root keeps them alive), so the weak table is
+    read once per node not numbered before and written once per new node."""
     found = _ids.get(root)
     if found is not None:
         return found
     if len(_interned) > _MAX_INTERNED:
         _interned.clear()
-    stack: list[tuple[Node, bool]] = [(root, False)]
+    known: dict[int, int] = {}
+    stack = [root]
     while stack:
-        node, expanded = stack.pop()
-        if node in _ids:
+        node = stack[-1]
+        if id(node) in known:
+            stack.pop()
             continue
-        if not expanded:
-            stack.append((node, True))
-            stack.extend((child, False) for child in children(node) if child not in _ids)
+        pending = False
+        for child in children(node):
+            if id(child) not in known:
+                number = _ids.get(child)
+                if number is None:
+                    stack.append(child)
+                    pending = True
+                else:
+                    known[id(child)] = number
+        if pending:
             continue
-        key = _key(node)
+        stack.pop()
+        key = _key(node, known)
         number = _interned.get(key)
         if number is None:
             number = _interned[key] = next(_counter)
-        _ids[node] = number
-    return _ids[root]
+        known[id(node)] = _ids[node] = number
+    return known[id(root)]
 
 
 def cached(node: Node, max_states: int) -> ByteDFA | None:

@@ -51,7 +51,7 @@ def canonical_blocks(
     live[0] = False
     if not live[start]:
         return None
-    if not all(live[1:]):
+    if preds[0] or not all(live[1:]):  # transitions into dead states are dropped
         rows = [{t: m for t, m in row.items() if live[t]} for row in rows]
     block = _refine(rows, preds, accepting, live)
     number = {block[start]: 1}
