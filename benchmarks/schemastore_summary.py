@@ -84,7 +84,7 @@ def ratios(kor: list[dict[str, Any]], other: list[dict[str, Any]]) -> dict[str, 
 
 def shown(result: dict[str, Any]) -> dict[str, Any]:
     """The summary without per-schema rows and case lists."""
-    shown = {k: v for k, v in result.items() if k != "rows" and not k.endswith("_cases")}
-    if "competitors" in shown:
-        shown["competitors"] = {e: shown(r) for e, r in shown["competitors"].items()}
-    return shown
+    out = {k: v for k, v in result.items() if k != "rows" and not k.endswith("_cases")}
+    if "competitors" in out:
+        out["competitors"] = {e: shown(r) for e, r in out["competitors"].items()}
+    return out

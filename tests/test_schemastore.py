@@ -95,3 +95,12 @@ def test_labels_jsonschema_contradicts_are_mislabelled_not_walked(tmp_path: Path
     assert sorted(found["mislabelled"]) == ["s/bad.json", "s/no-b.json"]
     assert found["ok"] == ["s/ok.json"] and found["fa"] == ["s/date.json"]
     assert len(walked) == 2  # the mislabelled are not walked
+
+
+def test_shown_summary_drops_rows_and_cases_of_every_engine() -> None:
+    _runner()  # puts benchmarks/ on sys.path for its sibling modules
+    from schemastore_summary import shown
+
+    other = {"rows": [2], "n": 3}
+    result = {"compiled": 1, "rows": [1], "fa_cases": [], "competitors": {"x": other}}
+    assert shown(result) == {"compiled": 1, "competitors": {"x": {"n": 3}}}
