@@ -15,11 +15,14 @@ the structural DFA cache cleared, so the correctness pass before it helps nothin
 `GrammarMatcher.fill_next_token_bitmask`, p50/p90/p99 over the schemas compiled; the
 competing engines named by `--engines` (llguidance by default, when installed) are timed
 the same way in the same run (compile + first mask through `engines.py`'s adapters), and
-the ratios kor / engine are taken over the schemas both compiled. Before each timed
-compile, of every engine, the heap is collected (`gc.collect()`, untimed, as
-`engines.py` does): otherwise the cyclic collector's full passes over the process's heap
-(tokenizer, transformers, the correctness pass's leftovers; ~30-80 ms each, 16 in one
-cold pass) land on whichever schema happens to trigger them. Schema-independent
+the ratios kor / engine are taken over the schemas both compiled. The cyclic collector:
+by default the heap is collected before each timed compile, of every engine (untimed, as
+`engines.py` does), so its full passes over the process's heap (tokenizer, transformers,
+the correctness pass's leftovers; ~30-80 ms each, 16 in one cold pass) no longer land on
+whichever schema triggers them; that also leaves the CPU caches cold before every timing
+(both engines' p50 rise by some 0.2-0.5 ms, which favours the slower one's ratio).
+`--gc freeze` instead collects once and freezes that heap (`gc.freeze()`, as a server
+does after start-up) and times every compile in the steady state. Schema-independent
 rules (the "any value" rule, the free types' rules, `shared_rules`) and their frame masks
 are built once per process and kept through the cold clears: the timed pass starts with
 that memo empty, so the first schema that needs one pays for it, and `memo_one_off`
@@ -27,6 +30,7 @@ reports what it cost (rules and frames built, ms), and what the fixed automata (
 number, any string) cost when the process first built them.
 
 Usage: python benchmarks/json_schema_suite.py [SUITE_DIR] [--out PATH] [--engines E,..]
+       [--gc collect|freeze]
 """
 
 from __future__ import annotations
@@ -108,7 +112,9 @@ def run(suite_dir: Path = SUITE_DIR) -> dict[str, Any]:
     }
 
 
-def first_masks(suite_dir: Path = SUITE_DIR, engines: tuple[str, ...] = ()) -> dict[str, Any]:
+def first_masks(
+    suite_dir: Path = SUITE_DIR, engines: tuple[str, ...] = (), frozen: bool = False
+) -> dict[str, Any]:
     """Time to first mask per schema (see the module docstring), kor's and `engines`'."""
     import schemastore  # beside this script: the Qwen tokenizer and the engines' adapters
 
@@ -121,12 +127,16 @@ def first_masks(suite_dir: Path = SUITE_DIR, engines: tuple[str, ...] = ()) -> d
     options = GrammarOptions(ref_map=(("http://localhost:1234/", str(remotes)),))
     times: dict[str, dict[str, float]] = {e: {} for e in ("kor", *engines)}
     shared_rules.clear()  # the correctness pass built them: the timed pass pays once again
+    gc.collect()
+    if frozen:
+        gc.freeze()  # the heap so far is never rescanned by the timed pass's collections
     for path in sorted(suite_dir.glob("*.json")):
         for k, case in enumerate(json.loads(path.read_text())):
             name = f"{path.stem}#{k}"
             compile_module._cache.clear()
             dfa_cache.clear()
-            gc.collect()  # each timed compile starts from a collected heap (as engines.py's)
+            if not frozen:
+                gc.collect()  # each timed compile starts from a collected heap (engines.py)
             start = time.perf_counter()
             try:
                 grammar = compile_json_schema(case["schema"], options)
@@ -138,7 +148,8 @@ def first_masks(suite_dir: Path = SUITE_DIR, engines: tuple[str, ...] = ()) -> d
                 pass
             for engine in engines:
                 adapter = schemastore._engines[engine]
-                gc.collect()
+                if not frozen:
+                    gc.collect()
                 start = time.perf_counter()
                 try:
                     matcher = adapter.matcher(adapter.compile(case["schema"]))
@@ -146,6 +157,7 @@ def first_masks(suite_dir: Path = SUITE_DIR, engines: tuple[str, ...] = ()) -> d
                     times[engine][name] = time.perf_counter() - start
                 except Exception:  # noqa: BLE001 - the engine's refusal
                     pass
+    gc.unfreeze()
     ours = times["kor"]
     out: dict[str, Any] = {"kor": {"compiled": len(ours), **_ms(list(ours.values()))}}
     out["kor"]["memo_one_off"] = shared_rules.one_offs()
@@ -180,12 +192,16 @@ def main() -> None:
     parser.add_argument("--engines", default="llguidance",
                         help="engines timed beside kor for the first mask, comma-separated "
                         "(those installed; '' for none)")  # fmt: skip
+    parser.add_argument("--gc", choices=("collect", "freeze"), default="collect",
+                        help="collect before each timed compile (default), or freeze the "
+                        "heap once before the timed pass")  # fmt: skip
     add_out_argument(parser, "json_schema_suite.json")
     args = parser.parse_args()
     engines = tuple(e for e in args.engines.split(",") if e and importlib.util.find_spec(e))
     start = time.perf_counter()
     result = run(args.suite_dir)
-    result["first_mask_ms"] = first_masks(args.suite_dir, engines)
+    result["first_mask_ms"] = first_masks(args.suite_dir, engines, args.gc == "freeze")
+    result["gc"] = args.gc
     result["seconds"] = round(time.perf_counter() - start, 2)
     write_results(out_path(args), result)
     print(json.dumps({k: v for k, v in result.items() if not k.endswith("_cases")}, indent=2))
