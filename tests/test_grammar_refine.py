@@ -35,6 +35,7 @@ from kor_cli.grammar.ast import (
 )
 from kor_cli.grammar.fsm import compile_ast
 from kor_cli.grammar.minimize import minimal_triples
+from kor_cli.grammar.nfa import byte_classes
 from kor_cli.grammar.refine import canonical_blocks, sparse_rows
 from tests.test_grammar_dfacore import LIMIT, reference_minimize, same, tables, trees
 
@@ -191,3 +192,32 @@ def test_structure_tells_near_misses_apart() -> None:
     ids = [dfa_cache.structure(v) for v in variants]
     assert len(set(ids)) == len(ids)
     assert [dfa_cache.structure(copy_module.deepcopy(v)) for v in variants] == ids
+
+
+def plain_classes(masks: list[int]) -> list[int]:
+    """The coarsest partition refining `masks`, bytes grouped by the masks holding them."""
+    groups: dict[tuple[bool, ...], int] = {}
+    for b in range(256):
+        key = tuple(bool(m >> b & 1) for m in masks)
+        groups[key] = groups.get(key, 0) | 1 << b
+    return sorted(groups.values(), key=lambda c: (c & -c).bit_length())
+
+
+masks = st.one_of(
+    st.integers(0, 255).map(lambda b: 1 << b),
+    st.lists(st.integers(0, 255), min_size=1, max_size=40).map(
+        lambda bs: sum({1 << b for b in bs})
+    ),
+    st.tuples(st.integers(0, 255), st.integers(0, 255)).map(
+        lambda t: ((1 << (max(t) + 1)) - 1) ^ ((1 << min(t)) - 1)
+    ),
+)
+
+
+@given(st.lists(masks, max_size=30))
+@settings(max_examples=300, deadline=None)
+def test_byte_classes_match_grouping(given_masks: list[int]) -> None:
+    """One-byte masks applied last give the same classes, in the same order."""
+    class_of, classes = byte_classes(given_masks)
+    assert classes == plain_classes(given_masks)
+    assert all(classes[k] >> b & 1 for b, k in enumerate(class_of.tolist()))

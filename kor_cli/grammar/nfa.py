@@ -54,9 +54,16 @@ def _children(node: Node) -> Iterable[Node]:
 
 
 def byte_classes(masks: Iterable[int]) -> tuple[np.ndarray, list[int]]:
-    """Coarsest partition of bytes refining every mask: (class of each byte, class masks)."""
+    """Coarsest partition of bytes refining every mask: (class of each byte, class masks).
+
+    One-byte masks (most of them: literal text) only cut their byte out of its class, so
+    they are applied last, all at once, instead of each one scanning every class."""
     classes = [(1 << 256) - 1]
+    singles = 0
     for mask in masks:
+        if not mask & (mask - 1):
+            singles |= mask
+            continue
         nxt: list[int] = []
         for cls in classes:
             inside = cls & mask
@@ -65,6 +72,21 @@ def byte_classes(masks: Iterable[int]) -> tuple[np.ndarray, list[int]]:
             else:
                 nxt.append(cls)
         classes = nxt
+    if singles:
+        cut: list[int] = []
+        for cls in classes:
+            alone = cls & singles
+            if alone == cls and not cls & (cls - 1):
+                cut.append(cls)
+                continue
+            rest = cls ^ alone
+            while alone:
+                low = alone & -alone
+                cut.append(low)
+                alone ^= low
+            if rest:
+                cut.append(rest)
+        classes = cut
     classes.sort(key=lambda c: (c & -c).bit_length())
     raw = np.frombuffer(b"".join(c.to_bytes(32, "little") for c in classes), dtype=np.uint8)
     bits = np.unpackbits(raw.reshape(len(classes), 32), axis=1, bitorder="little")
