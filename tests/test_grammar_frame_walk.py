@@ -364,3 +364,30 @@ def test_escape_offsets_read_tokens_as_the_byte_walk_does(drawn, width: int) -> 
                         assert not done
                     else:
                         assert (bool(done), int(offsets) if done else 0) == want
+
+
+def test_sorted_tokens_from_a_restored_trie_convert_on_first_use() -> None:
+    """A trie restored from the disk cache keeps its tokens packed; `SortedTokens` turns them
+    into a list only when a walk needs them (a matcher whose masks all come from the cache
+    never does), and then gives the same tokens, starts and matrix as from a list."""
+    from types import SimpleNamespace
+
+    from kor_cli.grammar.index import token_trie
+    from kor_cli.grammar.table_cache import PackedBytes
+
+    info = TokenizerInfo([b"a", b"ab", b"b", b"ba\xff", b"c" * 20, None], stop_ids=(5,))
+    trie = token_trie(info)
+    tokens = list(trie.tokens)
+    packed = PackedBytes(b"".join(tokens), np.array([len(t) for t in tokens], dtype=np.int64))
+    restored = SimpleNamespace(tokens=packed, token_ids=trie.token_ids)
+    plain = token_arrays.SortedTokens(info)
+    with (
+        mock.patch.object(token_arrays, "token_trie", return_value=restored),
+        mock.patch.object(token_arrays, "_as_list", wraps=token_arrays._as_list) as convert,
+    ):
+        lazy = token_arrays.SortedTokens(info)
+        assert convert.call_count == 0
+        assert lazy.tokens == plain.tokens == tokens
+        assert lazy.starts() == plain.starts()
+        assert all(np.array_equal(a, b) for a, b in zip(lazy.matrix(), plain.matrix(), strict=True))
+        assert convert.call_count == 1

@@ -64,6 +64,7 @@ from kor_cli.grammar.shared_rules import shared_frame
 from kor_cli.grammar.stacks import CONTEXT, ESCAPES, STAYS, RuleTable, Stacks
 from kor_cli.grammar.token_arrays import (
     WIDTH,
+    SortedTokens,
     crossing_candidates,
     escape_offsets,
     sorted_tokens,
@@ -122,7 +123,6 @@ class FrameMasks:
         self._kinds_of: dict[int, tuple[np.ndarray, np.ndarray]] = {}
         self._same: dict[int, int] = {}
         self._by_structure: dict[tuple[int, int, int], list[int]] = {}
-        self._sorted = sorted_tokens(info)
         self.candidates = 0  # tokens read by the stack simulation (a measure of the work)
         self.cache_path: Path | None = None
         if cache_dir is not None and stacks.rules.keyed:
@@ -133,6 +133,12 @@ class FrameMasks:
                 self._masks[key] = frame_mask(stays, ends, token_bytes, rows)
             _UNSAVED.add(self)
         self._saved = len(self._masks)
+
+    @property
+    def _sorted(self) -> SortedTokens:
+        """The tokenizer's sorted tokens, fetched when a mask is built (a matcher whose
+        masks all come from the disk cache never loads the byte trie they are made of)."""
+        return sorted_tokens(self.info)
 
     def save_if_grown(self) -> None:
         """Write the frame masks to the disk cache when some were built since the last

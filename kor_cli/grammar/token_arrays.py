@@ -30,14 +30,23 @@ class SortedTokens:
 
     def __init__(self, info: TokenizerInfo) -> None:
         trie = token_trie(info)
-        tokens = trie.tokens
-        self.tokens: list[bytes] = tokens if isinstance(tokens, list) else _as_list(tokens)
+        self._source: Sequence[bytes] = trie.tokens
+        self._tokens: list[bytes] | None = self._source if isinstance(self._source, list) else None
         self.ids: np.ndarray = np.asarray(trie.token_ids, dtype=np.int64)
         self._holding: dict[int, np.ndarray] = {}
         self._buffer: tuple[np.ndarray, np.ndarray] | None = None
         self._starts: list[int] | None = None
         self._matrix: tuple[np.ndarray, np.ndarray] | None = None
         self._positions: np.ndarray | None = None
+
+    @property
+    def tokens(self) -> list[bytes]:
+        """The sorted token bytes as a plain list (from a trie restored from the disk cache,
+        made on first use: ~25 ms for Qwen, which a matcher whose masks all come from the
+        cache never pays)."""
+        if self._tokens is None:
+            self._tokens = _as_list(self._source)
+        return self._tokens
 
     def starts(self) -> list[int]:
         """257 positions: where the tokens whose first byte is b begin (b = 0..256)."""
