@@ -75,3 +75,12 @@ class TimedConstraint:
     @property
     def finished(self) -> bool:
         return bool(self.inner.finished)
+
+
+def sorted_keys(value: Any) -> Any:
+    """`value` with every object's keys in sorted order (one of the texts a test tries)."""
+    if isinstance(value, dict):
+        return {k: sorted_keys(value[k]) for k in sorted(value)}
+    if isinstance(value, list):
+        return [sorted_keys(v) for v in value]
+    return value

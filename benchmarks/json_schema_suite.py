@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import gc
 import json
+import sys
 import time
 from collections import Counter
 from pathlib import Path
@@ -51,22 +52,17 @@ from kor_cli.grammar.compile import Grammar, GrammarOptions, compile_json_schema
 from kor_cli.grammar.json_location import LocationSpace, reorder
 from kor_cli.grammar.json_refs import Resolver
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # siblings, also when loaded by path
+from _common import add_out_argument, out_path, sorted_keys, write_results  # noqa: E402
+
 REPO = Path(__file__).resolve().parents[1]
 SUITE_DIR = REPO.parent / "shared" / "testdata" / "json-schema-test-suite" / "draft2020-12"
-
-
-def _sorted(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {k: _sorted(value[k]) for k in sorted(value)}
-    if isinstance(value, list):
-        return [_sorted(v) for v in value]
-    return value
 
 
 def texts(instance: Any, schema: Any) -> list[bytes]:
     """Serialisations to try: schema order first, then as given and with sorted keys."""
     location = LocationSpace(Resolver(schema)).at([schema])
-    forms = [reorder(instance, location), instance, _sorted(instance)]
+    forms = [reorder(instance, location), instance, sorted_keys(instance)]
     return list(dict.fromkeys(serialize(form).encode() for form in forms))
 
 
@@ -182,10 +178,6 @@ def _ms(values: list[float]) -> dict[str, float]:
 def main() -> None:
     import argparse
     import importlib.util
-    import sys
-
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from _common import add_out_argument, out_path, write_results
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("suite_dir", nargs="?", type=Path, default=SUITE_DIR)

@@ -8,25 +8,19 @@ import json
 from dataclasses import replace
 from typing import Any
 
+from _common import sorted_keys
+
 from kor_cli.errors import GrammarError
 from kor_cli.grammar.compile import GrammarOptions, compile_json_schema, serialize
 from kor_cli.grammar.json_location import LocationSpace, reorder
 from kor_cli.grammar.json_refs import Resolver
 
 
-def _sorted(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {k: _sorted(value[k]) for k in sorted(value)}
-    if isinstance(value, list):
-        return [_sorted(v) for v in value]
-    return value
-
-
 def forms(instance: Any, schema: Any, loader: Any) -> list[str]:
     """Texts to try: the model's (json.dumps, schema order) first, then canonical ones."""
     ordered = reorder(instance, LocationSpace(Resolver(schema, loader=loader)).at([schema]))
     written = json.dumps(ordered, ensure_ascii=False, separators=(",", ":"))
-    canonical = [serialize(form) for form in (ordered, instance, _sorted(instance))]
+    canonical = [serialize(form) for form in (ordered, instance, sorted_keys(instance))]
     return list(dict.fromkeys([written, *canonical]))
 
 
