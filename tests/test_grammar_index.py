@@ -363,3 +363,17 @@ def test_tables_read_unaligned_from_the_disk_cache_still_walk() -> None:
     assert index.walk_bytes(dfa.start, b"abcx") == dfa.walk(dfa.start, b"abcx")
     table = rule_table(Rule(again, pruned=True))
     assert table.flat[dfa.start << 8 | ord("c")] == dfa.transitions[dfa.start, ord("c")]
+
+
+@pytest.mark.parametrize("extra", [0, 1, 3])
+def test_fill_row_writes_the_packed_mask_and_zeroes_the_rest(extra: int) -> None:
+    dfa = person_dfa()
+    index = TokenIndex(dfa, toy_info())
+    words = (index.vocab_size + 31) // 32
+    bitmask = np.full((3, words + extra), -1, dtype=np.int32)
+    for state in [*reachable(dfa), 0]:
+        for row in (0, 2):
+            index.fill_row(state, bitmask, row)
+            assert np.array_equal(bitmask[row, :words], index.packed(state).view(np.int32))
+            assert not bitmask[row, words:].any()
+        assert (bitmask[1] == -1).all()  # other rows untouched

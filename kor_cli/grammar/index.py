@@ -31,6 +31,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from kor_cli.grammar.bitmask import write_row
 from kor_cli.grammar.disk_cache import blob_key, blob_path, read_arrays, write_arrays
 from kor_cli.grammar.string_body import BodyChains, BodyTokens
 from kor_cli.grammar.table_cache import load_or_build
@@ -120,6 +121,7 @@ class TokenIndex:
         self.vocab_size = info.vocab_size
         self._words = (self.vocab_size + 31) // 32
         self._packed: dict[int, np.ndarray] = {}
+        self._rows: dict[int, np.ndarray] = {}  # state → its packed words as int32 (fills)
         self._bool: dict[int, np.ndarray] = {}
         self._tensors: dict[tuple[int, str], Any] = {}
         self.cache_path = _cache_path(cache_dir, dfa, info) if cache_dir is not None else None
@@ -190,6 +192,18 @@ class TokenIndex:
         view = words.view()
         view.flags.writeable = False
         return view
+
+    def fill_row(self, state: int, bitmask: np.ndarray, row: int) -> None:
+        """Write the mask of `state` into row `row` of an int32 [B, W] bitmask (words past
+        the mask zero): a matcher's per-step fill, one dict read and one copy when warm."""
+        words = self._rows.get(state)
+        if words is None:
+            words = self.packed(state).view(np.int32)
+            self._rows[state] = words
+        if bitmask.shape[1] == len(words):
+            bitmask[row] = words
+        else:
+            write_row(bitmask, row, words)
 
     def tensor(self, state: int, device: Any = "cpu") -> Any:
         """The mask of `state` as a torch bool tensor on `device` (cached per device)."""

@@ -13,7 +13,6 @@ from typing import Any, Generic, TypeVar
 
 import numpy as np
 
-from kor_cli.grammar.bitmask import write_row
 from kor_cli.grammar.index import FORCED_LIMIT, TokenIndex
 
 State = TypeVar("State")
@@ -124,7 +123,7 @@ class GrammarMatcher(HistoryMatcher[int]):
 
     def fill_next_token_bitmask(self, bitmask: np.ndarray, row: int = 0) -> None:
         """Write the allowed tokens of now into row `row` of an int32 [B, W] numpy bitmask."""
-        write_row(bitmask, row, self.index.packed(self._mask_state()))
+        self.index.fill_row(0 if self._finished else self._history[-1], bitmask, row)
 
     def _mask_state(self) -> int:
         return 0 if self._finished else self.state  # the dead state allows nothing

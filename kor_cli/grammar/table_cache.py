@@ -37,6 +37,8 @@ class PackedBytes(Sequence[bytes]):
         self._data = data
         self._ends = np.cumsum(lengths, dtype=np.int64)
         self._starts = self._ends - lengths
+        # plain-int reads: a bisect over the tokens (TokenTrie.along) reads one per probe
+        self._start_at, self._end_at = memoryview(self._starts), memoryview(self._ends)
 
     def __len__(self) -> int:
         return len(self._ends)
@@ -48,7 +50,7 @@ class PackedBytes(Sequence[bytes]):
     def __getitem__(self, at: int | slice) -> bytes | list[bytes]:
         if isinstance(at, slice):
             return [self[i] for i in range(*at.indices(len(self)))]
-        return self._data[int(self._starts[at]) : int(self._ends[at])]
+        return self._data[self._start_at[at] : self._end_at[at]]
 
 
 def _source_hash() -> str:
