@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from kor_cli.grammar.frame_escapes import Escape, frame_mask, stored_rows
+from kor_cli.grammar.token_arrays import sorted_tokens
+from kor_cli.grammar.vocab import TokenizerInfo
 
 TOKENS = [b"}", b"},", b"}]", b"},{", b"}}", b"a}", b"a},", None]
 
@@ -33,3 +37,28 @@ def test_a_frame_without_escapes() -> None:
     mask = frame_mask(np.zeros(1, dtype="<u4"), True, TOKENS)
     assert mask.ends and mask.escape_bytes == 0 and mask.escapes() == {}
     assert mask.escape_tokens.tolist() == []
+
+
+@given(
+    st.lists(st.binary(min_size=1, max_size=24), min_size=70, max_size=120, unique=True),
+    st.integers(0, 2**32 - 1),
+)
+@settings(max_examples=30, deadline=None)
+def test_bytes_at_escape_offsets_read_off_the_matrix_equal_byte_by_byte(
+    vocab: list[bytes], seed: int
+) -> None:
+    # a frame with many escape rows reads the byte at each offset off the sorted tokens'
+    # padded matrix (tokens past its WIDTH, and ids it lacks, one by one): same groups
+    token_bytes: list[bytes | None] = [*vocab, None]
+    info = TokenizerInfo(token_bytes, stop_ids=[len(vocab)])
+    rng = np.random.default_rng(seed)
+    pairs = sorted(
+        {(t, int(rng.integers(0, len(vocab[t])))) for t in rng.integers(0, len(vocab), 90)}
+    )
+    pairs.append((len(vocab), 0))  # the stop id: no bytes, not among the sorted tokens
+    stays = np.zeros(-(-len(token_bytes) // 32), dtype="<u4")
+    fast = frame_mask(stays, False, token_bytes, rows(pairs), sorted_tokens(info))
+    slow = frame_mask(stays, False, token_bytes, rows(pairs))
+    assert fast.firsts.tolist() == slow.firsts.tolist()
+    assert fast.escape_bytes == slow.escape_bytes
+    assert fast.escapes() == slow.escapes()

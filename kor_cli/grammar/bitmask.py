@@ -53,6 +53,9 @@ def write_row(bitmask: np.ndarray, row: int, words: np.ndarray | None) -> None:
     if words is None:
         out[:] = 0
         return
+    if len(words) == len(out):  # the usual case: one copy, no slices (~1 us less a step)
+        np.copyto(out, words.view(np.int32))
+        return
     n = min(len(words), len(out))
     out[:n] = words[:n].view(np.int32)
     out[n:] = 0

@@ -16,7 +16,10 @@ from typing import NamedTuple
 
 import numpy as np
 
+from kor_cli.grammar.token_arrays import WIDTH, SortedTokens
+
 _NONE = np.zeros(0, dtype=np.int64)
+_VECTOR_ROWS = 64  # fewer escape rows read their bytes one by one
 
 
 class Escape(NamedTuple):
@@ -90,22 +93,44 @@ def frame_mask(
     ends: bool,
     token_bytes: Sequence[bytes | None],
     rows: Iterable[tuple[np.ndarray, np.ndarray]] = (),
+    sorted_: SortedTokens | None = None,
 ) -> FrameMask:
     """A `FrameMask` from its stays words, `ends`, and escape rows as (token ids, offsets)
-    arrays (a token may escape at several offsets: one row each; no row twice)."""
+    arrays (a token may escape at several offsets: one row each; no row twice). With the
+    tokenizer's `sorted_` tokens, the bytes at the offsets are read off their padded matrix
+    as arrays (a string body's frame has a thousand rows or more) instead of one by one."""
     parts = [(t, o) for t, o in rows if len(t)]
     if not parts:
         return FrameMask(stays, ends, token_bytes=token_bytes)
     tokens = np.concatenate([t for t, _ in parts]).astype(np.int64, copy=False)
     offsets = np.concatenate([o for _, o in parts]).astype(np.int64, copy=False)
-    pairs = zip(tokens.tolist(), offsets.tolist(), strict=True)
-    firsts = np.fromiter(
-        ((token_bytes[t] or b"\0")[o] for t, o in pairs), dtype=np.uint8, count=len(tokens)
-    )
+    firsts = _firsts(tokens, offsets, token_bytes, sorted_)
     present = np.zeros(256, dtype=bool)
     present[firsts] = True
     escape_bytes = int.from_bytes(np.packbits(present, bitorder="little").tobytes(), "little")
     return FrameMask(stays, ends, tokens, offsets, firsts, token_bytes, escape_bytes)
+
+
+def _firsts(
+    tokens: np.ndarray,
+    offsets: np.ndarray,
+    token_bytes: Sequence[bytes | None],
+    sorted_: SortedTokens | None,
+) -> np.ndarray:
+    """The byte of each token at its offset (uint8), from the padded matrix where the
+    offset lies inside it, the rest one by one."""
+    if sorted_ is None or len(tokens) < _VECTOR_ROWS:
+        pairs = zip(tokens.tolist(), offsets.tolist(), strict=True)
+        return np.fromiter(
+            ((token_bytes[t] or b"\0")[o] for t, o in pairs), dtype=np.uint8, count=len(tokens)
+        )
+    positions = sorted_.position(tokens)
+    inside = (positions >= 0) & (offsets < WIDTH)
+    matrix = sorted_.matrix()[1]
+    firsts = matrix[np.where(inside, positions, 0), np.where(inside, offsets, 0)]
+    for row in np.flatnonzero(~inside).tolist():
+        firsts[row] = (token_bytes[int(tokens[row])] or b"\0")[int(offsets[row])]
+    return firsts
 
 
 def stored_rows(

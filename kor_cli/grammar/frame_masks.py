@@ -255,7 +255,7 @@ class FrameMasks:
             if len(slow):
                 rows.append(self._simulate(rule_id, state, slow.tolist(), stays))
         ends = any(table.accepting[at] for at in here)
-        return frame_mask(stays, ends, token_bytes, rows)
+        return frame_mask(stays, ends, token_bytes, rows, self._sorted)
 
     def _simulate(
         self, rule_id: int, state: int, ids: list[int], stays: np.ndarray
