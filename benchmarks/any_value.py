@@ -128,7 +128,7 @@ def bench(
         warm: list[float] = []
         accepted = 0
         for seq in sequences:
-            fills, _, rejected = walk(engines[ename].matcher(run["walked"]), seq, words, None)
+            fills, _, rejected, _ = walk(engines[ename].matcher(run["walked"]), seq, words, None)
             warm += fills
             accepted += rejected is None
         out[ename] = {

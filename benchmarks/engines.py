@@ -27,7 +27,10 @@ Per engine × schema × tokenizer:
   packed mask) and is timed alone, then the token is accepted (timed apart). "cold": the
   walk right after a compile (our lazily built states are first visits in it); "warm": the
   same walk again. Compile, first mask and the cold statistics are medians over --repeats
-  fresh compiles (a compile over 2 s runs once and its grammar is walked again).
+  fresh compiles (a compile over 2 s runs once and its grammar is walked again). Each fill
+  is timed on the wall clock and in process CPU time (`mask_us_cold_cpu`, every engine
+  alike): on a shared machine a step another process preempted (a 4 ms time slice) lands
+  in the wall mean of whichever engine was running; the CPU mean counts only the work.
 - memory: ours after the walks (DFA engine: TokenIndex.nbytes, also with all states built;
   pushdown: frame, stack and configuration masks);
   XGrammar's CompiledGrammar.memory_size_bytes.
