@@ -16,6 +16,7 @@ from typing import Any, Literal, TypeVar
 from kor_cli.errors import GrammarError
 from kor_cli.grammar.ast import Node, alt, literal
 from kor_cli.grammar.fsm import ByteDFA, compile_ast
+from kor_cli.grammar.gc_pause import paused
 from kor_cli.grammar.json_files import Loader, prefix_loader, sibling_loader
 from kor_cli.grammar.json_schema import SchemaCompiler
 from kor_cli.grammar.json_values import dumps
@@ -162,10 +163,11 @@ T = TypeVar("T")
 
 
 def _bounded(build: Callable[[], T], options: GrammarOptions) -> T:
-    """`build()` under the options' limits; resource exhaustion becomes a `GrammarError`."""
+    """`build()` under the options' limits; resource exhaustion becomes a `GrammarError`.
+    The cyclic garbage collector pauses meanwhile (`gc_pause`)."""
     sizes = Limits(options.max_repeat, options.max_enum, options.max_properties)
     try:
-        with applied(sizes, options.time_limit_s):
+        with paused(), applied(sizes, options.time_limit_s):
             return build()
     except RecursionError:
         message = "the schema nests too deeply to compile (Python's recursion limit)"
