@@ -196,6 +196,31 @@ def test_fill_bitmask_rows() -> None:
     assert np.array_equal(array[0].view("<u4"), matcher.packed_mask())
 
 
+@pytest.mark.parametrize("name", ["tree", "rpc"])
+def test_filled_rows_equal_the_reference_past_the_mask_cache(name: str) -> None:
+    # fill_next_token_bitmask copies a cached int32 view of the configuration's mask; with
+    # a cache of two masks the views are evicted with them and rebuilt: every filled row
+    # is still the reference's mask, and no view outlives its mask
+    rules = rules_of(GRAMMARS[name])
+    reference = Reference(rules)
+    words = (TOY.vocab_size + 31) // 32
+    with mock.patch("kor_cli.grammar.pushdown._MAX_CACHED", 2):
+        grammar = PushdownGrammar(rules, TOY)
+        for text in sample_texts(rules, 6, seed=5):
+            matcher, config = PushdownMatcher(grammar), reference.start()
+            for at in range(len(text) + 1):
+                row = np.full((2, words), -1, dtype=np.int32)
+                matcher.fill_next_token_bitmask(row, 1)
+                want = reference.allowed(config, TOY.token_bytes, TOY.stop_ids)
+                want = np.concatenate([want, np.zeros(TOY.vocab_size - len(want), bool)])
+                assert np.array_equal(unpack(row[1].view("<u4"), TOY.vocab_size), want)
+                assert (row[0] == -1).all()
+                assert set(grammar._rows) <= set(grammar._masks) | {frozenset()}
+                if at < len(text):
+                    assert matcher.accept_bytes(text[at : at + 1])
+                    config = reference.step(config, text[at])
+
+
 def test_left_recursion_is_refused_before_matching() -> None:
     with pytest.raises(GrammarError, match="left recursion"):
         PushdownGrammar(rules_of({0: alt(seq(call(0), literal("+1")), literal("1"))}), TOY)

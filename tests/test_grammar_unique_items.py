@@ -165,6 +165,9 @@ def test_masks_equal_walking_every_token(name: str) -> None:
     def check(matcher: Any, allowed: np.ndarray) -> None:
         want = _allowed_by_walking(matcher)
         assert np.array_equal(allowed, want), np.flatnonzero(allowed != want)[:10]
+        row = np.zeros((1, len(matcher.packed_mask())), dtype=np.int32)
+        matcher.fill_next_token_bitmask(row)  # the used values count in a filled row too
+        assert np.array_equal(row[0].view("<u4"), matcher.packed_mask())
 
     rng = np.random.default_rng(3)
     for _ in range(4):

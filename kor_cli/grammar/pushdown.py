@@ -55,6 +55,7 @@ class PushdownGrammar:
         self._stack_masks: dict[int, np.ndarray] = {}
         self._suffixes: dict[tuple[int, bytes], bool] = {}
         self._masks: dict[Config, np.ndarray] = {}
+        self._rows: dict[Config, np.ndarray] = {}  # the same masks as int32 views
         self._nothing = np.zeros(self.frames.words, dtype="<u4")
 
     def is_stop(self, token_id: int) -> bool:
@@ -73,6 +74,13 @@ class PushdownGrammar:
         view.flags.writeable = False
         return view
 
+    def rows(self, config: Config) -> np.ndarray:
+        """`words` as int32 (a bitmask row's type), the view kept beside the mask."""
+        found = self._rows.get(config)
+        if found is None:
+            found = self._rows[config] = self.words(config).view(np.int32)
+        return found
+
     def words(self, config: Config) -> np.ndarray:
         """Like `mask`, but the cached array itself: callers must not modify it."""
         found = self._masks.get(config)
@@ -85,7 +93,9 @@ class PushdownGrammar:
                 words = part.copy() if words is None else words | part
             assert words is not None
             if len(self._masks) >= _MAX_CACHED:
-                del self._masks[next(iter(self._masks))]
+                oldest = next(iter(self._masks))
+                del self._masks[oldest]
+                self._rows.pop(oldest, None)  # its view goes with it
             found = self._masks[config] = words
         return found
 
@@ -208,6 +218,10 @@ class PushdownMatcher(HistoryMatcher[Config]):
         """The allowed tokens' packed words (cached and shared: do not modify)."""
         return self.grammar.words(frozenset() if self._finished else self.config)
 
+    def _row_words(self) -> np.ndarray:
+        """`_words` as int32 (a bitmask row's type), unfinished."""
+        return self.grammar.rows(self._history[-1])
+
     def packed_mask(self) -> np.ndarray:
         """The allowed tokens as packed uint32 words (token i: bit i % 32 of word i // 32)."""
         view = self._words().view()
@@ -228,7 +242,15 @@ class PushdownMatcher(HistoryMatcher[Config]):
         array = bitmask if isinstance(bitmask, np.ndarray) else bitmask.numpy()
         if array.ndim == 1:
             array, row = array[None], 0
-        write_row(array, row, None if self._finished else self._words())
+        if self._finished:
+            write_row(array, row, None)
+            return
+        words = self._row_words()
+        out = array[row]
+        if len(words) == len(out):  # the usual case: one copy
+            np.copyto(out, words)
+        else:
+            write_row(array, row, words)
 
     def forced_bytes(self, limit: int = FORCED_LIMIT) -> bytes:
         """The longest byte string that is the only way forward (b"" at a branch/accept)."""

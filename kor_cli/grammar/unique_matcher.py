@@ -201,6 +201,9 @@ class UniqueMatcher(PushdownMatcher):
             return self.grammar.words(frozenset())
         return self.masks.words(self._history[-1])
 
+    def _row_words(self) -> np.ndarray:
+        return self._words().view(np.int32)
+
     def forced_bytes(self, limit: int = FORCED_LIMIT) -> bytes:
         """The longest byte string that is the only way on (the used values count: an
         array whose items' values are all used can only close)."""
