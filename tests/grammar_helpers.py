@@ -20,11 +20,13 @@ DIGITS = "DIGITS"  # [0-9]+
 
 
 # Each way a trie walk can go, forced: whole levels (dense); only the live nodes, level by
-# level; only the live nodes, depth first, each node's children as one array.
+# level; only the live nodes, depth first, each node's children as one array; depth
+# first handing over to level steps and back every two nodes.
 _WALKS = {
     "dense": {"_DENSE_SHARE": 0.0},
     "levels": {"_DENSE_SHARE": 2.0, "_DEPTH_FIRST": -1},
-    "depth-first": {"_DENSE_SHARE": 2.0, "_DEPTH_FIRST": 1 << 30, "_WIDE": 0},
+    "depth-first": {"_DENSE_SHARE": 2.0, "_DEPTH_FIRST": 1 << 30, "_BUDGET": 1 << 30, "_WIDE": 0},
+    "hand-over": {"_DENSE_SHARE": 2.0, "_DEPTH_FIRST": 3, "_BUDGET": 2},
 }
 WALKS = pytest.mark.parametrize("walk", list(_WALKS))
 

@@ -7,11 +7,12 @@ range of the next level. A walk starts with the roots (first bytes). When the su
 under the surviving roots, or under the surviving two-byte prefixes, hold a large share
 of all nodes (inside free text) it walks every level as whole array slices (about 2 ms
 for Qwen on one core), stopping at an all-dead level. Otherwise (structural states: keys,
-punctuation, value starts) it follows only the surviving nodes: level by level while
-their subtrees are large, then depth first in plain Python with one vectorised step per
-node of many children, so a state that allows `{`, `"` or a digit touches a few hundred
-nodes, not the tens of thousands under those first bytes. The per-node state buffer of a
-dense walk is pooled and put back all-zero, so a walk allocates nothing large.
+punctuation, value starts) it follows only the surviving nodes: as whole-array steps
+while they are many, depth first in plain Python (one vectorised step per node of many
+children) while they are few, a budget of nodes at a time, so a state that allows `{`,
+`"` or a digit touches a few hundred nodes, not the tens of thousands under those first
+bytes, and a run of spaces costs no array step per space. The per-node state buffer of
+a dense walk is pooled and put back all-zero, so a walk allocates nothing large.
 """
 
 from __future__ import annotations
@@ -24,7 +25,8 @@ import numpy as np
 # Above this share of all nodes under live two-byte prefixes, walk whole levels instead.
 _DENSE_SHARE = 0.25
 _DEAD_CHECK = 4  # a dense walk looks for an all-dead level every this many levels
-_DEPTH_FIRST = 64  # at most this many nodes under the frontier: walk them depth first
+_DEPTH_FIRST = 64  # at most this many nodes in the frontier: walk them depth first,
+_BUDGET = 32  # for at most this many nodes, then on in whole-array steps
 _WIDE = 24  # a node with more children steps them as one array in a depth-first walk
 
 
@@ -172,30 +174,43 @@ class TokenTrie:
     def _walk_sparse(
         self, transitions: np.ndarray, nodes: np.ndarray, states: np.ndarray, out: np.ndarray
     ) -> None:
-        """Follow the live `nodes` (with `states`) down: whole levels while their subtrees
-        are large, then depth first."""
+        """Follow the live `nodes` (with `states`) down: whole-array steps while they are
+        many, depth first while they are few (once a depth-first walk has run out of
+        budget, only while their whole subtrees are few)."""
         reached = []
+        spent = False  # a depth-first walk ran out of budget: many nodes live below
         while len(nodes):
             reached.append(nodes)
-            if len(nodes) <= _DEPTH_FIRST and self.subtree.take(nodes).sum() <= _DEPTH_FIRST:
-                self._depth_first(transitions, nodes.tolist(), states.tolist(), out)
-                break
-            nodes, states = self._children(transitions, nodes, states)
+            if len(nodes) <= _DEPTH_FIRST and (
+                not spent or self.subtree.take(nodes).sum() <= _DEPTH_FIRST
+            ):
+                left = self._depth_first(transitions, nodes.tolist(), states.tolist(), out)
+                if not left:
+                    break
+                spent = True
+                nodes, states = np.asarray(left, dtype=np.int32).T
+            else:
+                nodes, states = self._children(transitions, nodes, states)
         if reached:
             self._mark(np.concatenate(reached), out)
 
     def _depth_first(
         self, transitions: np.ndarray, nodes: list[int], states: list[int], out: np.ndarray
-    ) -> None:
+    ) -> list[tuple[int, int]]:
         """Allow the tokens below `nodes` (in `states`) that stay alive, in plain Python
-        (a node of more than _WIDE children steps them as one array)."""
+        (a node of more than _WIDE children steps them as one array). Past _BUDGET nodes
+        it stops and returns the (node, state) pairs it has yet to expand (their own tokens
+        allowed already), for whole-array steps: the live part under a few nodes may be
+        large (a lowercase root inside a word) or small (a run of spaces)."""
         if not self._views:
             self._views.append(tuple(map(_ints, (self.child_start, self.byte, self.node_token))))
         child_start, byte, node_token = self._views[0]
         table = _ints(transitions)
         found: list[int] = []
         stack = list(zip(nodes, states, strict=True))
-        while stack:
+        budget = max(_BUDGET, 1)  # one node at least: each call makes progress
+        while stack and budget:
+            budget -= 1
             node, state = stack.pop()
             lo, hi = child_start[node], child_start[node + 1]
             base = state << 8
@@ -212,6 +227,7 @@ class TokenTrie:
                     if token >= 0:
                         found.append(token)
         out[found] = True
+        return stack
 
     def _walk_dense(
         self,
