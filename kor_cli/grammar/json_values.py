@@ -15,6 +15,7 @@ from __future__ import annotations
 import functools
 import json
 import math
+import weakref
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
@@ -175,19 +176,63 @@ def max_depth(dfa: ByteDFA) -> int:
 
     In a trim DFA of JSON texts every state has one lexical context (depth, inside a
     string or not), because all its completions must close exactly what is open; so a
-    breadth-first search, level by level in numpy, reads each state's context off any one
-    edge that first reaches it.
+    search from the start reads each state's context off any one edge that first reaches
+    it. Remembered per DFA (a product's settled operand is asked again by each subtraction).
     """
+    found = _depths.get(dfa)
+    if found is None:
+        found = _depths[dfa] = _max_depth(dfa)
+    return found
+
+
+_depths: weakref.WeakKeyDictionary[ByteDFA, int] = weakref.WeakKeyDictionary()
+
+
+def _max_depth(dfa: ByteDFA) -> int:
     _, masks, table = dfa.compressed()
+    reps = [_representative(m) for m in masks]
     size, width = table.shape
     if size * width < _SMALL_TABLE:
-        return _max_depth_small(dfa.start, table.tolist(), [_representative(m) for m in masks])
-    reps = np.array([_representative(m) for m in masks], dtype=np.int64)
+        return _max_depth_small(dfa.start, table.tolist(), reps)
+    if size >= _LEVELS:
+        return _max_depth_levels(dfa.start, table, reps)
+    # each state's distinct successors and one class leading to each (numpy), then a
+    # depth-first search over those edges only: a JSON DFA has a few per state
+    order = np.argsort(table, axis=1, kind="stable")
+    targets = np.take_along_axis(table, order, axis=1)
+    distinct = targets != 0
+    distinct[:, 1:] &= targets[:, 1:] != targets[:, :-1]
+    successors = targets[distinct].tolist()
+    classes = order[distinct].tolist()
+    bounds = [0, *np.cumsum(distinct.sum(axis=1)).tolist()]
+    seen: dict[int, tuple[int, int]] = {dfa.start: (0, 0)}  # state -> (depth, lexer)
+    stack = [dfa.start]
+    deepest = 0
+    while stack:
+        state = stack.pop()
+        depth, lexer = seen[state]
+        deepest = max(deepest, depth)
+        for k in range(bounds[state], bounds[state + 1]):
+            target = successors[k]
+            if target not in seen:
+                seen[target] = _lex(depth, lexer, reps[classes[k]])
+                stack.append(target)
+    return deepest
+
+
+_SMALL_TABLE = 2000  # table cells below which the search reads the whole table
+_LEVELS = 1500  # states from which a breadth-first search in numpy is faster
+
+
+def _max_depth_levels(start: int, table: np.ndarray, reps: list[int]) -> int:
+    """`max_depth` by a breadth-first search, level by level in numpy (large DFAs)."""
+    size, width = table.shape
+    byte_of = np.array(reps, dtype=np.int64)
     depth = np.zeros(size, dtype=np.int64)
     lexer = np.zeros(size, dtype=np.int64)
     seen = np.zeros(size, dtype=bool)
-    seen[0] = seen[dfa.start] = True  # 0: the dead state, never a context
-    frontier = np.array([dfa.start], dtype=np.int64)
+    seen[0] = seen[start] = True  # 0: the dead state, never a context
+    frontier = np.array([start], dtype=np.int64)
     deepest = 0
     while len(frontier):
         rows = table[frontier].ravel()
@@ -196,7 +241,7 @@ def max_depth(dfa: ByteDFA) -> int:
             break
         targets, first = np.unique(rows[fresh], return_index=True)
         where = np.flatnonzero(fresh)[first]  # the first edge into each new state
-        source, byte = frontier[where // width], reps[where % width]
+        source, byte = frontier[where // width], byte_of[where % width]
         depth[targets], lexer[targets] = _lex_all(depth[source], lexer[source], byte)
         seen[targets] = True
         deepest = max(deepest, int(depth[targets].max()))
@@ -204,11 +249,8 @@ def max_depth(dfa: ByteDFA) -> int:
     return deepest
 
 
-_SMALL_TABLE = 2000  # table cells below which a plain depth-first search is faster
-
-
 def _max_depth_small(start: int, table: list[list[int]], reps: list[int]) -> int:
-    """`max_depth` by a depth-first search in plain Python (small tables)."""
+    """`max_depth` by a depth-first search over every cell of a small table."""
     seen: dict[int, tuple[int, int]] = {start: (0, 0)}  # state -> (depth, lexer)
     stack = [start]
     deepest = 0
