@@ -59,7 +59,7 @@ class Kor:
         self.info = info
         self.options = options or GrammarOptions()
         token_trie(info)  # shared trie and string-body tables: per-tokenizer setup,
-        sorted_tokens(info).matrix()  # and the sorted tokens' padded matrix (frame masks)
+        sorted_tokens(info).prepare()  # and the sorted tokens' padded matrix (frame masks)
         os.environ[disk_cache.ENV] = "off"  # compiles and masks are timed cold, not read back
 
     @staticmethod

@@ -319,7 +319,7 @@ def load_tokenizer(engines: tuple[str, ...] = ()) -> None:
         _tokenizer = load_offline_tokenizer("qwen")
         _info = TokenizerInfo.from_hf(_tokenizer, vocab_size=QWEN_LOGITS_WIDTH)
         token_trie(_info)  # per-tokenizer setup, as engines.py's: the byte trie,
-        sorted_tokens(_info).matrix()  # the sorted tokens' padded matrix (frame masks),
+        sorted_tokens(_info).prepare()  # the sorted tokens' padded matrix (frame masks),
         string_node(), any_number()  # and the fixed automata (any string, any number)
     for engine in engines:
         if engine not in _engines:

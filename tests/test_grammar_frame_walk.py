@@ -391,3 +391,46 @@ def test_sorted_tokens_from_a_restored_trie_convert_on_first_use() -> None:
         assert lazy.starts() == plain.starts()
         assert all(np.array_equal(a, b) for a, b in zip(lazy.matrix(), plain.matrix(), strict=True))
         assert convert.call_count == 1
+
+
+ODD_BYTES = b'"\\,\xc3\x00'  # a quote, a backslash, a comma, a UTF-8 lead, a control
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data())
+def test_plain_tails_in_loop_states_end_as_the_byte_walk_does(data) -> None:
+    # rows standing in a state where every plain byte loops (a string body) and reading
+    # only plain bytes to their end stop at once: each token's end state and crossing are
+    # still those of a byte-by-byte walk (tokens past WIDTH, loops with and without a
+    # crossing on plain bytes)
+    size = data.draw(st.integers(2, 6))
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1)))
+    table = rng.integers(0, size, (size, 256)).astype(np.int32)
+    table[0] = 0
+    crossing = rng.random((size, 256)) < 0.03
+    plain = np.flatnonzero(token_arrays._PLAIN)
+    for state in range(1, size):
+        if rng.random() < 0.6:
+            table[state, plain] = state
+            crossing[state, plain] = False
+            if rng.random() < 0.5:  # not a loop to end at once: a plain byte crosses
+                crossing[state, rng.choice(list(b"ab {"))] = True
+    alphabet = st.sampled_from([*b"ab {ab {", *ODD_BYTES])
+    words = st.lists(alphabet, min_size=1, max_size=22).map(bytes)
+    tokens = sorted(set(data.draw(st.lists(words, min_size=1, max_size=40))))
+    sorted_ = token_arrays.SortedTokens(TokenizerInfo(tokens))
+    positions = np.arange(len(sorted_.tokens))
+    start, started = data.draw(st.integers(1, size - 1)), data.draw(st.booleans())
+    with mock.patch.object(token_arrays, "LOOP_ROWS", 0):
+        now, crossed = token_arrays.walk_positions(
+            sorted_, positions, 0, start, table, crossing, started
+        )
+    for row, token in enumerate(sorted_.tokens):
+        state, met = start, False
+        for at, byte in enumerate(token):
+            if at or started:
+                met |= bool(crossing[state, byte])
+            state = int(table[state, byte])
+            if not state:
+                break
+        assert (int(now[row]), bool(crossed[row])) == (state, met), token
