@@ -33,8 +33,9 @@ from kor_cli.grammar.ast import (
     repeat,
     seq,
 )
-from kor_cli.grammar.fsm import compile_ast, minimal
+from kor_cli.grammar.fsm import ByteDFA, compile_ast, minimal, product
 from kor_cli.grammar.json_values import format_number
+from kor_cli.grammar.limits import check
 from kor_cli.grammar.shared_rules import once
 
 DIGIT = byte_range(0x30, 0x39)
@@ -253,9 +254,72 @@ def spellings(node: Node) -> Node:
 
 def settled_spellings(node: Node, scientific: bool) -> Node:
     """`spellings(node)` (and every exponent form if `scientific`) as one compiled automaton,
-    so that later compiles do not redo its products."""
-    spelled = spellings(node)
-    return Automaton(compile_ast(alt(spelled, SCIENTIFIC) if scientific else spelled))
+    so that later compiles do not redo its products. Built from `node`'s DFA directly
+    (`spelled_dfa`), not as the products and NFA `spellings` spells (~0.5 ms, was ~3.5 ms
+    for a bounded number)."""
+    dfa = spelled_dfa(compile_ast(node))
+    if scientific:
+        dfa = product(dfa, _spelling_parts()[2], "or")
+    return Automaton(dfa)
+
+
+@once
+def _spelling_parts() -> tuple[ByteDFA, ByteDFA, ByteDFA]:
+    """The DFAs of `FRACTIONAL`, `INTEGER_TEXT` and `SCIENTIFIC`, once per process."""
+    return compile_ast(FRACTIONAL), compile_ast(INTEGER_TEXT), compile_ast(SCIENTIFIC)
+
+
+_ZERO, _DOT = ord("0"), ord(".")
+
+
+def spelled_dfa(dfa: ByteDFA) -> ByteDFA:
+    """The minimal DFA of `spellings` of `dfa`'s language: a subset construction in plain
+    Python over the bytes `dfa` reads (a dozen for numbers). Its states are sets of
+    (state of `dfa`, of `FRACTIONAL`'s DFA, of `INTEGER_TEXT`'s) and two more: "P" after
+    `w.` (w an integer text of the language), "Z" after trailing zeros (accepting)."""
+    fractional, integer, _ = _spelling_parts()
+    columns = sorted({*np.flatnonzero(dfa.transitions.any(axis=0)).tolist(), _ZERO, _DOT})
+    rows = [t.transitions[:, columns].tolist() for t in (dfa, fractional, integer)]
+    accepting = [t.accepting.tolist() for t in (dfa, fractional, integer)]
+    zero, dot = columns.index(_ZERO), columns.index(_DOT)
+
+    def step(subset: frozenset, k: int) -> frozenset:
+        out: set = set()
+        for x in subset:
+            if isinstance(x, str):  # "P" or "Z": only zeros follow
+                if k == zero:
+                    out.add("Z")
+                continue
+            q, f, i = x
+            if rows[0][q][k]:
+                out.add((rows[0][q][k], rows[1][f][k], rows[2][i][k]))
+            if accepting[0][q] and (
+                (k == zero and accepting[1][f]) or (k == dot and accepting[2][i])
+            ):
+                out.add("Z" if k == zero else "P")
+        return frozenset(out)
+
+    start = frozenset({(dfa.start, fractional.start, integer.start)})
+    number = {start: 1}
+    order = [start]
+    edges: list[tuple[int, int, int]] = []
+    for subset in order:
+        check()
+        for k in range(len(columns)):
+            target = step(subset, k)
+            if target:
+                if target not in number:
+                    number[target] = len(order) + 1
+                    order.append(target)
+                edges.append((number[subset], columns[k], number[target]))
+    table = np.zeros((len(order) + 1, 256), dtype=np.int32)
+    for state, byte, target in edges:
+        table[state, byte] = target
+    final = np.zeros(len(order) + 1, dtype=bool)
+    final[1:] = [
+        any(x == "Z" or (not isinstance(x, str) and accepting[0][x[0]]) for x in s) for s in order
+    ]
+    return minimal(table, final, 1)
 
 
 def value_spellings(value: int | float | Decimal) -> Node:
