@@ -88,3 +88,17 @@ def test_few_or_product_bound_free_types_stay_inline() -> None:
     # under `not` (a DFA difference) nothing may call a rule
     grammar = compiled({"not": {"maxLength": 2}}, True)
     assert not free_rules(grammar) and grammar.accepts(b'"abc"') and not grammar.accepts(b'"a"')
+
+
+def test_the_location_walk_only_when_enough_types_are_free(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`name_free` (a walk over the locations below) runs only where the free types could
+    still be shared: a typed schema's few free groups are decided without it."""
+    walked: list[object] = []
+    real = json_free_types.name_free
+    monkeypatch.setattr(json_free_types, "name_free", lambda loc: walked.append(loc) or real(loc))
+    typed = {"type": "object", "properties": {"a": {"type": ["string", "null"]}}}
+    grammar = compiled(typed, shared=True)
+    assert walked == []
+    assert grammar.accepts(b'{"a":null}') and not grammar.accepts(b'{"a":1}')
+    grammar = compiled({"maxLength": 2}, shared=True)  # five groups free: the walk runs
+    assert walked and grammar.accepts(b"[1]") and not grammar.accepts(b'"abc"')

@@ -77,10 +77,12 @@ def shared_types(
     if not pos or c.exact:
         return None
     groups = free_groups(facts, types)
+    if not _worth_a_rule(groups):  # (the name-free test below only drops groups)
+        return None
     if not name_free(loc):  # objects here put names first; items may be name-free
         named = {"object"} if name_free(loc.item()) else {"object", "array"}
         groups = tuple(g for g in groups if g not in named)
-    if len(groups) < MIN_GROUPS or not BIG & set(groups):
+    if not _worth_a_rule(groups):
         return None
     shared = c.space.at([])
     any_rule = any_call(c, shared, 0)
@@ -96,6 +98,10 @@ def shared_types(
     taken = {"number": {"integer", "fraction"}}
     left = types - {t for g in groups for t in taken.get(g, {g})}
     return Call(rule, view), left
+
+
+def _worth_a_rule(groups: tuple[str, ...]) -> bool:
+    return len(groups) >= MIN_GROUPS and bool(BIG & set(groups))
 
 
 def values(c: SchemaCompiler, loc: Location, groups: tuple[str, ...], depth: int) -> Node:
