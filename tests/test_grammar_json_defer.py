@@ -52,10 +52,10 @@ def test_deferred_values_are_built_when_reached(monkeypatch: pytest.MonkeyPatch)
     monkeypatch.setattr(SchemaCompiler, "distribute", counted)
     compiler = SchemaCompiler(SCHEMA)
     book = compiler.compile()
-    # the start rule only, and "y" (required: its productivity was asked); not "x"
-    assert book.has_calls and book.forced == 1 and not built
-    book.build(book.start)  # the first mask needs the start rule: x's body now
-    assert book.forced == 2 and not built  # x's members (sub, and deeper) still deferred
+    # the start rule only: "y" is required, but its strings prove it productive unbuilt
+    assert book.has_calls and book.forced == 0 and not built
+    book.build(book.start)  # the first mask needs the start rule; x is proved productive
+    assert book.forced == 0 and not built  # so its body waits until the matcher reaches it
     view = book.inlined(3)  # every body: the `not` deep inside is built only now
     assert built == ["/properties/x/properties/sub/properties/sub/items/properties/sub"]
     assert view
@@ -162,7 +162,12 @@ def test_random_recursive_schemas_deferred(schema: Any, rng: random.Random) -> N
             assert error.keyword == "$ref" or "nothing" in str(error) or "too large" in str(error)
             return
         eager(patch)
-        whole = compile_json_schema(schema, options)
+        try:  # the whole DFA may be past max_states where the lazy rules are not (yet)
+            whole = compile_json_schema(schema, options)
+        except GrammarError as error:
+            assert "too large" in str(error)
+            compile_module._cache.clear()
+            return
     compile_module._cache.clear()
     validator = jsonschema.Draft202012Validator(schema)
     try:

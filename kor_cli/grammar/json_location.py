@@ -27,7 +27,7 @@ _APPLICATOR_ONE = ("not", "if", "then", "else")
 class Location:
     """Schema objects applying at one instance location; see the module docstring."""
 
-    __slots__ = ("space", "nodes", "names", "_children", "_item")
+    __slots__ = ("space", "nodes", "names", "_children", "_item", "_members")
 
     def __init__(self, space: LocationSpace, nodes: tuple[dict[str, Any], ...]) -> None:
         self.space = space
@@ -53,13 +53,15 @@ class Location:
         self.names: tuple[str, ...] = tuple(names)
         self._children: dict[str | None, Location] = {}
         self._item: Location | None = None
+        self._members: _Members | None = None
 
     def child(self, key: str | None) -> Location:
         """Location of the value of member `key` (None: any key not in `names`)."""
         found = self._children.get(key)
         if found is None:
-            subs = [sub for node in self.nodes for sub in _member_schemas(node, key)]
-            found = self._children[key] = self.space.at(subs)
+            if self._members is None:
+                self._members = _Members(self.nodes)
+            found = self._children[key] = self.space.at(self._members.schemas(key))
         return found
 
     def item(self) -> Location:
@@ -74,6 +76,33 @@ class Location:
                 subs += [node[k] for k in keys if k in node]
             self._item = self.space.at(subs)
         return self._item
+
+
+class _Members:
+    """Which of a location's nodes speak of which member names, so that a child location
+    costs the nodes that apply to its key, not all of them (utcm-monitor's any-value
+    location had ~500 nodes and ~3,000 names: 1.8 M node visits)."""
+
+    def __init__(self, nodes: tuple[dict[str, Any], ...]) -> None:
+        self.nodes = nodes
+        self.named: dict[str, list[int]] = {}  # name -> nodes whose `properties` have it
+        self.other: list[int] = []  # nodes with schemas for other keys
+        for n, node in enumerate(nodes):
+            props = node.get("properties")
+            for name in props if isinstance(props, dict) else ():
+                self.named.setdefault(name, []).append(n)
+            if any(k in node for k in _OTHER_KEYS):
+                self.other.append(n)
+
+    def schemas(self, key: str | None) -> list[Any]:
+        """The subschemas that apply to member `key`, in node order (as
+        `_member_schemas` over every node)."""
+        found = self.named.get(key, []) if key is not None else []
+        ordered = sorted({*found, *self.other}) if self.other else found
+        return [sub for n in ordered for sub in _member_schemas(self.nodes[n], key)]
+
+
+_OTHER_KEYS = ("additionalProperties", "unevaluatedProperties", "patternProperties")
 
 
 def _member_schemas(node: dict[str, Any], key: str | None) -> list[Any]:

@@ -35,8 +35,11 @@ Productivity: the matcher assumes that every rule it is offered generates at lea
 string. `RuleBook.productive` decides it on demand (a least fixpoint over the rules the
 answer needs, evaluated on the ASTs; a product's emptiness is decided by compiling it, once,
 and the automaton is reused when the rule is built) and `resolved` replaces every call to a
-rule that generates nothing by the empty language, so such calls are never offered. A start
-rule that generates nothing is an empty grammar (`GrammarError`).
+rule that generates nothing by the empty language, so such calls are never offered. A
+deferred rule whose schemas surely have a value (`json_witness`: an object of its required
+members, a string, ...) is productive without building its body: utcm-monitor's item rule
+no longer builds 235 resource objects to learn that each has a value. A start rule that
+generates nothing is an empty grammar (`GrammarError`).
 """
 
 from __future__ import annotations
@@ -83,6 +86,7 @@ class RuleBook:
         self._settled: dict[int, Node] = {}  # product node id -> its automaton (or NOTHING)
         self._thunks: dict[Key, int] = {}  # deferred conjunction -> its rule
         self._pending: dict[int, Callable[[], Node]] = {}  # deferred rule -> its builder
+        self._proofs: dict[int, Callable[[], bool]] = {}  # deferred rule -> cheap productivity
         self.forced = 0  # deferred bodies built so far
         self.checked: dict[int, int] = {}  # uniqueItems array rule -> item rule (`unique_check`)
         self._views: dict[int, Callable[[Node], Node]] = {}  # checked array's DFA view
@@ -115,9 +119,16 @@ class RuleBook:
         self._keep.append(parts)
         return Call(rule)
 
-    def defer(self, parts: list[Part], loc: Location, build: Callable[[], Node]) -> Node:
+    def defer(
+        self,
+        parts: list[Part],
+        loc: Location,
+        build: Callable[[], Node],
+        proof: Callable[[], bool] | None = None,
+    ) -> Node:
         """A call to a rule whose body is `build()` (the conjunction `parts` at `loc`),
-        built when first needed (see the module docstring)."""
+        built when first needed (see the module docstring); `proof()` True says the rule
+        surely generates a string without building it (`json_witness`)."""
         key = _key(parts, loc)
         found = self._rule_of.get(key, self._thunks.get(key))
         if found is not None:
@@ -126,6 +137,8 @@ class RuleBook:
             return self.conj(parts, loc, build)
         rule = self._thunks[key] = self._new(_name(parts))
         self._pending[rule] = build
+        if proof is not None:
+            self._proofs[rule] = proof
         self._keep.append(parts)
         return Call(rule)
 
@@ -241,6 +254,8 @@ class RuleBook:
         found = self._decided.get(rule)
         if found is not None:
             return found
+        if self._proved(rule):
+            return True
         known: dict[int, bool] = {}
         while True:
             done, changed, assumed = self._round(rule, known)
@@ -262,6 +277,8 @@ class RuleBook:
             answer = self._decided.get(r, done.get(r))
             if answer is not None:
                 return answer
+            if self._proved(r):
+                return True
             if r in visiting:  # recursion: assume what the last round found
                 assumed = True
                 return known.get(r, False)
@@ -274,6 +291,15 @@ class RuleBook:
 
         ask(rule)
         return done, changed, assumed
+
+    def _proved(self, rule: int) -> bool:
+        """Whether a deferred rule not built yet surely generates a string by its cheap
+        proof (then decided, and its body still not built)."""
+        proof = self._proofs.pop(rule, None)
+        if proof is None or rule not in self._pending or not proof():
+            return False
+        self._decided[rule] = True
+        return True
 
     def unproductive(self) -> list[str]:
         """Names of the rules found to generate nothing (recursion without a way out)."""

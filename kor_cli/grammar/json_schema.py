@@ -82,10 +82,12 @@ from kor_cli.grammar.json_values import (
     separators,
     string_node,
 )
+from kor_cli.grammar.json_witness import Witness
 from kor_cli.grammar.limits import check
 from kor_cli.grammar.regex import Dialect, fullmatch
 
 STRICT = Dialect(json_char, "strict")
+SCALAR_TYPES = frozenset({"null", "boolean", "integer", "fraction", "string"})
 LOOSE_DIALECT = Dialect(json_char, "loose")
 
 
@@ -120,6 +122,7 @@ class SchemaCompiler:
         self.max_recursion_depth = max_recursion_depth
         self.rules = RuleBook(max_states)
         self.defer = DeferPolicy(self.resolver)
+        self.witness = Witness(self.resolver, self._some_string)
         applied = lambda s: self.resolver.draft_for(s).applied(s)  # noqa: E731
         self.factor = OneOfFactor(applied, self.defer.safe, self._target)
         self.patterns_apart = PatternsApart(self.defer.parsed)  # json_disjoint's proofs
@@ -331,6 +334,9 @@ class SchemaCompiler:
     def enum(self, facts: Facts, loc: Location, pos: bool) -> Node:
         keys = [{canonical_key(v) for v in values} for values in facts.enums[1:]]
         texts: list[Node] = []
+        plain = True  # every text one literal
+        kinds: set[str] = set()  # their types
+        spelled: list[bytes] = []  # the literals' texts
         for value in facts.enums[0]:
             if value_type(value) not in facts.types:
                 continue
@@ -339,16 +345,37 @@ class SchemaCompiler:
             if not pos and _unordered(value, loc):  # any container of its kind
                 brackets = "{}" if isinstance(value, dict) else "[]"
                 texts.append(loose_container(brackets, max(self.loose_depth, 1)))
+                plain = False
                 continue
             if not pos and scalars.has_number(value):  # every spelling of its numbers
                 texts.append(scalars.spelled(self, reorder(value, loc)))
+                plain = False
                 continue
-            texts.append(literal(dumps(reorder(value, loc), self.whitespace)))
+            spelled.append(dumps(reorder(value, loc), self.whitespace).encode())
+            texts.append(literal(spelled[-1]))
+            kinds.add(value_type(value))
         node = alt(*texts)
         if facts.scalar_constraints():
+            scalar = plain and kinds <= SCALAR_TYPES
+            types = frozenset(kinds) if scalar else facts.types  # a scalar literal: its type's
             with self.exactly():
-                node = intersect(node, self.union(facts, loc, pos, facts.types))
+                constraint = self.union(facts, loc, pos, types)
+            if scalar:
+                return self._enum_within(texts, spelled, constraint)
+            node = intersect(node, constraint)
         return node
+
+    def _enum_within(self, texts: list[Node], spelled: list[bytes], constraint: Node) -> Node:
+        """The literals `texts` (spelled `spelled`, scalars) that `constraint` accepts,
+        decided now on its DFA (built once per distinct constraint, `dfa_cache`): a `const`
+        beside a large `pattern` in each of utcm-monitor's 270 `if` cases was a product
+        each, each rebuilding the pattern's DFA when the rule was built. Where the
+        constraint goes past a limit the product stays (refused when reached, as before)."""
+        try:
+            dfa = compile_ast(constraint, self.max_states)
+        except GrammarError:
+            return intersect(alt(*texts), constraint)
+        return alt(*(t for t, b in zip(texts, spelled, strict=True) if dfa.accepts(b)))
 
     def number(self, facts: Facts, pos: bool, types: frozenset[str]) -> Node:
         """Numbers within the bounds and steps, in every spelling this mode accepts."""
@@ -381,6 +408,17 @@ class SchemaCompiler:
             node = intersect(node, base)
         return node
 
+    def _some_string(self, patterns: list[str], low: int, high: int | None) -> bool:
+        """Whether a string matches all `patterns` within the lengths, as `string` compiles
+        it (positive mode; False where a pattern is refused or a limit is met)."""
+        node = string_node(low, high)
+        try:
+            for pattern in patterns:
+                node = intersect(node, quoted(self.defer.parsed(pattern, STRICT)))
+            return not compile_ast(node, self.max_states).is_empty()
+        except GrammarError:
+            return False
+
     def pattern(self, pattern: str, pointer: str, pos: bool) -> Node | None:
         try:
             return self.defer.parsed(pattern, STRICT if pos else LOOSE_DIALECT)
@@ -398,7 +436,9 @@ class SchemaCompiler:
             return self.any_value(loc, self.max_any_depth)
         if parts:
             if pos and not self.exact and self.defer.deferrable(parts):  # built when reached
-                return self.rules.defer(parts, loc, lambda: self.conj(parts, loc, True))
+                build = lambda: self.conj(parts, loc, True)  # noqa: E731
+                proof = lambda: self.witness.exists([p.schema for p in parts])  # noqa: E731
+                return self.rules.defer(parts, loc, build, proof)
             node = self.conj(parts, loc, pos)
             return self.rules.split(node, parts) if pos and not self.exact else node
         return self.any_value(loc, self.max_any_depth) if pos else self.loose()

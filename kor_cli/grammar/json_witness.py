@@ -1,0 +1,157 @@
+"""A cheap proof that a conjunction of schemas has a value the grammar accepts.
+
+The pushdown matcher may only be offered calls to rules that generate a string
+(`json_rules.RuleBook.productive`). For a deferred member value (`json_defer`) that used to
+mean building its AST just to learn it is not empty: utcm-monitor's item rule asked it of
+235 deferred `properties` values, each a whole resource object, before the rule's first
+mask. Most such values obviously have a value: an object whose required members (if any)
+obviously have one, an empty array, a string (a `pattern`'s: its small DFA, compiled as
+the compiler compiles it, says), a literal of the enum.
+
+`Witness.exists(schemas)` says True only when it finds such a value from the schemas
+alone, under the compiler's own semantics (closed objects: a required member must be
+declared in some `properties`; only keywords whose effect on the witness is known are
+read, any other keyword means "unknown"); False means unknown, and the caller builds the
+rule's AST as before. So the answer never differs from the built rule's: a value that
+satisfies every keyword is one the grammar accepts (canonical text, members in location
+order, none missing).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from kor_cli.errors import GrammarError
+from kor_cli.grammar.json_canonical import canonical_key, value_type
+from kor_cli.grammar.json_keywords import ANNOTATIONS
+from kor_cli.grammar.json_refs import Resolver
+
+MAX_SCHEMAS = 64  # schema objects in one conjunction (through $ref/allOf) looked at
+MAX_DEPTH = 8  # nested required members followed
+
+_KNOWN = frozenset({
+    "type", "enum", "const", "properties", "required", "additionalProperties", "$ref",
+    "allOf", "items", "prefixItems", "maxItems", "uniqueItems", "minLength", "maxLength",
+    "maxProperties", "pattern",
+})  # fmt: skip
+_NAMES = {"number": {"integer", "fraction"}}
+_ALL = frozenset({"null", "boolean", "integer", "fraction", "string", "array", "object"})
+
+
+class Witness:
+    """Decides `exists` for the schemas of one document (see the module docstring)."""
+
+    def __init__(
+        self, resolver: Resolver, strings: Callable[[list[str], int, int | None], bool]
+    ) -> None:
+        self.resolver = resolver
+        self.strings = strings  # (patterns, minLength, maxLength): the compiler's strings
+
+    def exists(self, schemas: list[Any], depth: int = 0) -> bool:
+        """True if a value certainly satisfies all of `schemas` (False: unknown)."""
+        found = self._flatten(schemas)
+        if found is None or depth > MAX_DEPTH:
+            return False
+        keys = {k for s in found for k in s}
+        types = set(_ALL)
+        for schema in found:
+            if "type" in schema:
+                types &= _types(schema["type"])
+        if "enum" in keys or "const" in keys:
+            return keys <= {"type", "enum", "const"} and self._literal(found, types)
+        return any(self._of_type(t, found, keys, depth) for t in types)
+
+    def _flatten(self, schemas: list[Any]) -> list[dict[str, Any]] | None:
+        """The schema objects of the conjunction (through `$ref`s and `allOf`), their keys
+        the keywords that take effect; None if one is false or not understood."""
+        out: dict[int, dict[str, Any]] = {}
+        todo = list(schemas)
+        while todo:
+            schema = todo.pop()
+            if schema is True:
+                continue
+            if not isinstance(schema, dict) or len(out) >= MAX_SCHEMAS:
+                return None
+            if id(schema) in out:
+                continue
+            draft = self.resolver.draft_for(schema)
+            kept = {k: v for k, v in schema.items() if draft.known(k) and k not in ANNOTATIONS}
+            if not set(kept) <= _KNOWN:
+                return None
+            out[id(schema)] = kept
+            if "$ref" in kept:
+                try:
+                    todo.append(self.resolver.resolve(kept["$ref"], schema, "")[0])
+                except GrammarError:
+                    return None
+            if "allOf" in kept:
+                if not isinstance(kept["allOf"], list):
+                    return None
+                todo += kept["allOf"]
+        return [{k: v for k, v in s.items() if k not in ("$ref", "allOf")} for s in out.values()]
+
+    def _literal(self, found: list[dict[str, Any]], types: set[str]) -> bool:
+        """Some value every `enum`/`const` lists is of an allowed type."""
+        lists = [s["enum"] for s in found if "enum" in s]
+        lists += [[s["const"]] for s in found if "const" in s]
+        if not all(isinstance(values, list) for values in lists):
+            return False
+        keys = [{canonical_key(v) for v in values} for values in lists[1:]]
+        return any(
+            value_type(v) in types and all(canonical_key(v) in k for k in keys) for v in lists[0]
+        )
+
+    def _of_type(self, kind: str, found: list[dict[str, Any]], keys: set[str], depth: int) -> bool:
+        """A value of `kind` satisfies `found`: null, false, 0, a string (of its patterns: the
+        compiler's own strings, compiled), an empty array, an object of the required members."""
+        if kind == "string":
+            low = max((s.get("minLength", 0) for s in found), default=0)
+            highs = [s["maxLength"] for s in found if "maxLength" in s]
+            if not all(map(_count, [low, *highs])) or any(h < low for h in highs):
+                return False
+            patterns = [s["pattern"] for s in found if "pattern" in s]
+            if not all(isinstance(p, str) for p in patterns):
+                return False
+            return not patterns or self.strings(patterns, low, min(highs, default=None))
+        if kind == "object":
+            return self._object(found, depth)
+        return True  # null, boolean, numbers (no bound is read), the empty array
+
+    def _object(self, found: list[dict[str, Any]], depth: int) -> bool:
+        """The object of the required members only, each with a value of its own."""
+        required: dict[str, None] = {}
+        for schema in found:
+            names = schema.get("required", [])
+            if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+                return False
+            required.update(dict.fromkeys(names))
+        if any(not _count(s.get("maxProperties", len(required))) for s in found):
+            return False
+        if any(s.get("maxProperties", len(required)) < len(required) for s in found):
+            return False
+        for name in required:
+            subs, declared = [], False
+            for schema in found:
+                props = schema.get("properties", {})
+                if not isinstance(props, dict):
+                    return False
+                if name in props:
+                    subs.append(props[name])
+                    declared = True
+                elif "additionalProperties" in schema:
+                    subs.append(schema["additionalProperties"])
+            if not declared or not self.exists(subs, depth + 1):
+                return False
+        return True
+
+
+def _types(value: Any) -> set[str]:
+    names = [value] if isinstance(value, str) else value
+    if not isinstance(names, list):
+        return set()
+    return {t for n in names if isinstance(n, str) for t in _NAMES.get(n, {n})} & _ALL
+
+
+def _count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
