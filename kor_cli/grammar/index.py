@@ -36,6 +36,7 @@ from kor_cli.grammar.disk_cache import blob_key, blob_path, read_arrays, write_a
 from kor_cli.grammar.string_body import BodyChains, BodyTokens
 from kor_cli.grammar.table_cache import load_or_build
 from kor_cli.grammar.trie import TokenTrie
+from kor_cli.grammar.trie_loops import LoopPrune, LoopSkips
 from kor_cli.grammar.vocab import TokenizerInfo
 
 FORCED_LIMIT = 256
@@ -52,6 +53,7 @@ class _Shared(NamedTuple):
     trie: TokenTrie
     body: BodyTokens
     quoted: BodyTokens  # the tokens that start with a quote, less the quote
+    skips: LoopSkips  # the trie's subtrees a self-looping state allows whole
 
 
 _SHARED: dict[str, _Shared] = {}
@@ -64,12 +66,13 @@ def _shared(info: TokenizerInfo) -> _Shared:
     if shared is None:
         tokens, stops = info.token_bytes, info.stop_ids
 
-        def build() -> tuple[TokenTrie, BodyTokens, BodyTokens]:
+        def build() -> tuple[TokenTrie, BodyTokens, BodyTokens, LoopSkips]:
             quoted = [t[1:] if t and t[0] == _QUOTE else None for t in tokens]
             body = BodyTokens(tokens, exclude=stops), BodyTokens(quoted, exclude=stops)
-            return TokenTrie(tokens, exclude=stops), *body
+            trie = TokenTrie(tokens, exclude=stops)
+            return trie, *body, LoopSkips(trie)
 
-        classes = (TokenTrie, BodyTokens, BodyTokens)
+        classes = (TokenTrie, BodyTokens, BodyTokens, LoopSkips)
         shared = _Shared(*load_or_build(info.fingerprint, build, classes))
         if len(_SHARED) >= _MAX_TOKENIZERS:
             _SHARED.pop(next(iter(_SHARED)))
@@ -85,8 +88,8 @@ def token_trie(info: TokenizerInfo) -> TokenTrie:
 
 def shared_nbytes(info: TokenizerInfo) -> int:
     """Memory held by the tables shared per tokenizer: the trie and string-body tables."""
-    trie, body, quoted = _shared(info)
-    return trie.nbytes + body.nbytes + quoted.nbytes
+    trie, body, quoted, skips = _shared(info)
+    return trie.nbytes + body.nbytes + quoted.nbytes + skips.nbytes
 
 
 class TokenIndex:
@@ -146,6 +149,7 @@ class TokenIndex:
         self._stop_set = frozenset(info.stop_ids)
         self._tables: _Shared | None = None  # the tokenizer's trie and body tables, on use
         self._chain_table: BodyChains | None = None
+        self._prune: LoopPrune | None = None  # skips of self-looping states, on first use
         if self.cache_path is not None:
             _UNSAVED.add(self)
 
@@ -161,7 +165,7 @@ class TokenIndex:
     @property
     def _chains(self) -> BodyChains:
         if self._chain_table is None:
-            body, quoted = self._shared()[1:]
+            body, quoted = self._shared()[1:3]
             table = self._flat.reshape(self.num_states, 256)
             self._chain_table = BodyChains(table, max(body.longest, quoted.longest))
         return self._chain_table
@@ -239,11 +243,18 @@ class TokenIndex:
         if mask is None:
             mask = np.zeros(self._words * 32, dtype=bool)  # whole words: packs without a copy
             row = self._flat[state << 8 : (state + 1) << 8]
-            self._trie.walk(self._flat, row, mask[: self.vocab_size])
+            self._trie.walk(self._flat, row, mask[: self.vocab_size], self._pruner())
         if self._accepting[state]:
             mask[self._stops] = True
         self._packed[state] = np.packbits(mask, bitorder="little").view("<u4")
         return mask[: self.vocab_size]
+
+    def _pruner(self) -> LoopPrune:
+        if self._prune is None:
+            shared = self._shared()
+            table = self._flat.reshape(self.num_states, 256)
+            self._prune = LoopPrune(shared.skips, shared.trie, table)
+        return self._prune
 
     def _chain_mask(self, tables: BodyTokens, state: int) -> np.ndarray | None:
         """Bool [whole words]: the tokens of `tables` that survive from `state`, a state on

@@ -2,7 +2,7 @@
 
 Building them takes about a second for a 150k-token vocabulary, in every new process that
 builds a mask; reading them back takes milliseconds. The key covers the tokenizer's
-fingerprint and the source of the modules that define the tables (`trie.py`,
+fingerprint and the source of the modules that define the tables (`trie.py`, `trie_loops.py`,
 `string_body.py`), so a changed table layout never reads an old file. An object is stored
 as its attributes (arrays, ints, lists of ints, lists of bytes, nested tables); one whose
 attributes are of any other kind is not stored (it is rebuilt each process).
@@ -17,13 +17,16 @@ from typing import Any, TypeVar, overload
 
 import numpy as np
 
-from kor_cli.grammar import string_body, trie
+from kor_cli.grammar import string_body, trie, trie_loops
 from kor_cli.grammar.disk_cache import blob_key, blob_path, cache_root, read_arrays, write_arrays
 from kor_cli.grammar.string_body import BodyTokens
 from kor_cli.grammar.trie import TokenTrie
+from kor_cli.grammar.trie_loops import LoopSkips
 
 _FORMAT = "kor-tables-v1"
-_CLASSES: dict[str, type] = {"TokenTrie": TokenTrie, "BodyTokens": BodyTokens}
+_CLASSES: dict[str, type] = {
+    "TokenTrie": TokenTrie, "BodyTokens": BodyTokens, "LoopSkips": LoopSkips
+}  # fmt: skip
 _SCRATCH = ("_pool", "_views")  # per-process work buffers: restored empty
 _SOURCE: list[str] = []
 T = TypeVar("T")
@@ -57,7 +60,7 @@ def _source_hash() -> str:
     """A hash of the modules whose classes are stored (their layout is the file format)."""
     if not _SOURCE:
         digest = hashlib.sha256()
-        for module in (trie, string_body):
+        for module in (trie, string_body, trie_loops):
             digest.update(Path(module.__file__ or "").read_bytes())
         _SOURCE.append(digest.hexdigest())
     return _SOURCE[0]

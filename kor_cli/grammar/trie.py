@@ -18,7 +18,7 @@ a dense walk is pooled and put back all-zero, so a walk allocates nothing large.
 from __future__ import annotations
 
 from bisect import bisect_left
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -28,6 +28,8 @@ _DEAD_CHECK = 4  # a dense walk looks for an all-dead level every this many leve
 _DEPTH_FIRST = 64  # at most this many nodes in the frontier: walk them depth first,
 _BUDGET = 32  # for at most this many nodes, then on in whole-array steps
 _WIDE = 24  # a node with more children steps them as one array in a depth-first walk
+# drops the nodes whose subtrees it allows whole from a frontier (nodes, states, out)
+Prune = Callable[[np.ndarray, np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]] | None
 
 
 class TokenTrie:
@@ -128,27 +130,35 @@ class TokenTrie:
                 break
         return prefixes, lo, hi
 
-    def walk(self, transitions: np.ndarray, first: np.ndarray, out: np.ndarray) -> None:
+    def walk(
+        self, transitions: np.ndarray, first: np.ndarray, out: np.ndarray, prune: Prune = None
+    ) -> None:
         """Set `out[token]` for every token whose bytes never reach the dead state.
 
         `first[b]` is the state after a first byte b (from state s: row s of the table);
         `transitions` is the DFA's [num_states, 256] int32 table, flattened, for the other
         bytes. `out` is a bool array over the token ids (the `token_bytes` passed in), False
-        at this trie's tokens; its other entries are left as they are.
+        at this trie's tokens; its other entries are left as they are. `prune` (optional)
+        takes a frontier (nodes, states, out), sets the tokens of the subtrees it allows
+        whole and returns the frontier without them (`trie_loops.LoopPrune`).
         """
         roots = self.offsets[1] if self.depth else 0
         root_states = first.take(self.byte[:roots])
         nodes = np.flatnonzero(root_states)
         states = root_states.take(nodes)
+        if prune is not None and len(nodes) > _DEPTH_FIRST:
+            nodes, states = prune(nodes, states, out)
         dense = _DENSE_SHARE * self.num_nodes
         if self.subtree.take(nodes).sum() > dense:  # maybe free text: look one level on
             self._mark(nodes, out)
             kids, kid_states = self._children(transitions, nodes, states)
+            if prune is not None and len(kids) > _DEPTH_FIRST:
+                kids, kid_states = prune(kids, kid_states, out)
             if self.subtree.take(kids).sum() > dense:
                 self._walk_dense(transitions, root_states, kids, kid_states, out)
                 return
             nodes, states = kids, kid_states
-        self._walk_sparse(transitions, nodes, states, out)
+        self._walk_sparse(transitions, nodes, states, out, prune)
         if len(self.same_ids):  # tokens spelled like an earlier one share its fate
             out[self.same_ids] = out.take(self.same_as)
 
@@ -172,7 +182,12 @@ class TokenTrie:
         return kids.take(alive), kid_states.take(alive)
 
     def _walk_sparse(
-        self, transitions: np.ndarray, nodes: np.ndarray, states: np.ndarray, out: np.ndarray
+        self,
+        transitions: np.ndarray,
+        nodes: np.ndarray,
+        states: np.ndarray,
+        out: np.ndarray,
+        prune: Prune = None,
     ) -> None:
         """Follow the live `nodes` (with `states`) down: whole-array steps while they are
         many, depth first while they are few (once a depth-first walk has run out of
@@ -181,6 +196,8 @@ class TokenTrie:
         spent = False  # a depth-first walk ran out of budget: many nodes live below
         while len(nodes):
             reached.append(nodes)
+            if prune is not None and len(nodes) > _DEPTH_FIRST:  # a wide frontier
+                nodes, states = prune(nodes, states, out)
             if len(nodes) <= _DEPTH_FIRST and (
                 not spent or self.subtree.take(nodes).sum() <= _DEPTH_FIRST
             ):

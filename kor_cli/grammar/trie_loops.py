@@ -1,0 +1,120 @@
+"""Loop skips: trie subtrees a self-looping DFA state allows whole, without walking them.
+
+Inside a word, an email's local part or a hostname label, a DFA state loops on itself over
+a class of bytes (`[a-z]`, atext, `[0-9A-Za-z]`). A trie walk from such a state follows
+every token made of those bytes, tens of thousands of nodes for a large vocabulary, only to
+find them all allowed. Per tokenizer, `LoopSkips` keeps for each trie node the set of bytes
+below it and the range of sorted tokens under it. When a walk reaches a node in a state
+that loops on every byte below the node, all the tokens under it are allowed (each of
+their remaining bytes keeps the state, which is live) and the walk goes no deeper there.
+
+Byte sets are 128-bit: bit b for an ASCII byte b > 0, bit 0 for the NUL byte and every byte
+from 0x80. A node's set holds bit 0 when any of those is below it; a state's loop class
+holds bit 0 only when it loops on all of them, so the subset test stays sound.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from kor_cli.grammar.trie import TokenTrie, _expand
+
+_FOLD = np.where((np.arange(256) > 0) & (np.arange(256) < 128), np.arange(256), 0)
+
+
+def _bits(folded: np.ndarray) -> np.ndarray:
+    """[n, 2] uint64: one bit per folded byte value."""
+    out = np.zeros((len(folded), 2), dtype=np.uint64)
+    rows = np.arange(len(folded))
+    out[rows, folded >> 6] = np.left_shift(np.uint64(1), (folded & 63).astype(np.uint64))
+    return out
+
+
+class LoopSkips:
+    """Per trie node: the bytes below it as two 64-bit words (`low`, `high`; a leaf has
+    every bit, so no loop class covers it) and the sorted-token range under it (`first` ..
+    `last`, itself included)."""
+
+    def __init__(self, trie: TokenTrie) -> None:
+        n = trie.num_nodes
+        below = np.zeros((n, 2), dtype=np.uint64)
+        own = _bits(_FOLD[trie.byte]) if n else below
+        # the sorted position of each node's own token (n: none), then min/max over subtrees
+        first = np.full(n, len(trie.token_ids), dtype=np.int32)
+        first[trie.token_node[::-1]] = np.arange(len(trie.token_ids) - 1, -1, -1, dtype=np.int32)
+        last = np.full(n, -1, dtype=np.int32)
+        last[trie.token_node] = np.arange(len(trie.token_ids), dtype=np.int32)
+        for level in range(trie.depth - 1, 0, -1):
+            lo, hi = trie.offsets[level], trie.offsets[level + 1]
+            if lo == hi:
+                continue
+            parents = trie.parent[lo:hi]
+            starts = np.flatnonzero(np.r_[True, parents[1:] != parents[:-1]])
+            heads = parents[starts]
+            below[heads] = np.bitwise_or.reduceat(own[lo:hi] | below[lo:hi], starts, axis=0)
+            first[heads] = np.minimum(first[heads], np.minimum.reduceat(first[lo:hi], starts))
+            last[heads] = np.maximum(last[heads], np.maximum.reduceat(last[lo:hi], starts))
+        below[trie.child_count == 0] = np.uint64(0xFFFF_FFFF_FFFF_FFFF)
+        self.low = np.ascontiguousarray(below[:, 0])
+        self.high = np.ascontiguousarray(below[:, 1])
+        self.first = first
+        self.last = last
+
+    @property
+    def nbytes(self) -> int:
+        return self.low.nbytes + self.high.nbytes + self.first.nbytes + self.last.nbytes
+
+
+_LEARN_ALL = 2048  # a DFA of at most this many states learns every loop class at once
+
+
+class LoopPrune:
+    """The pruning step of one DFA's trie walks: drops from a walk's frontier the nodes
+    whose state loops on every byte below them, allowing their subtrees' tokens."""
+
+    def __init__(self, skips: LoopSkips, trie: TokenTrie, table: np.ndarray) -> None:
+        self.skips = skips
+        self.trie = trie
+        self.table = table  # [num_states, 256]
+        # per state, the bytes it does not loop on (folded, as two words: `~` of its class)
+        self.not_low = np.full(len(table), np.uint64(0xFFFF_FFFF_FFFF_FFFF))
+        self.not_high = self.not_low.copy()
+        self.loops = np.zeros(len(table), dtype=bool)  # the state loops on some byte
+        self.known = np.zeros(len(table), dtype=bool)  # the states learnt so far
+        self.all_known = len(table) <= _LEARN_ALL  # small DFAs: every state at once
+        if self.all_known:
+            self._learn(np.arange(len(table)))
+
+    def _learn(self, fresh: np.ndarray) -> None:
+        """Find the loop classes of the states `fresh` (distinct, not yet known)."""
+        rows = self.table[fresh] == fresh[:, None]  # [k, 256]: byte keeps the state
+        # bit 0 stands for NUL and every byte from 0x80: set only when all of them loop
+        rows[:, 0] &= rows[:, 128:].all(axis=1)
+        packed = np.packbits(rows[:, :128], axis=1, bitorder="little")
+        words = np.ascontiguousarray(packed).view("<u8").astype(np.uint64)
+        self.not_low[fresh] = ~words[:, 0]
+        self.not_high[fresh] = ~words[:, 1]
+        self.loops[fresh] = rows[:, :128].any(axis=1)
+        self.known[fresh] = True
+
+    def __call__(
+        self, nodes: np.ndarray, states: np.ndarray, out: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The frontier less the nodes whose subtrees are allowed whole (their tokens, and
+        their own, set in `out`)."""
+        if not self.all_known:
+            known = self.known.take(states)
+            if not known.all():
+                self._learn(np.unique(states[~known]))
+        if not self.loops.take(states).any():
+            return nodes, states
+        outside = self.skips.low.take(nodes) & self.not_low.take(states)
+        outside |= self.skips.high.take(nodes) & self.not_high.take(states)
+        whole = outside == 0
+        if not whole.any():
+            return nodes, states
+        done = nodes[whole]
+        spans = _expand(self.skips.first.take(done), self.skips.last.take(done) + 1)
+        out[self.trie.token_ids.take(spans)] = True
+        keep = ~whole
+        return nodes[keep], states[keep]
