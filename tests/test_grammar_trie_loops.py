@@ -98,3 +98,15 @@ def test_a_word_state_skips_its_words() -> None:
             want = brute_allowed(dfa, info.token_bytes, info.stop_ids, state)
             assert np.array_equal(index.allowed(state), want)
     assert pruned[0] > 0  # the walks did skip subtrees
+
+
+@settings(max_examples=150, deadline=None)
+@given(tokens=TOKENS.filter(bool), data=st.binary(max_size=6), cut=st.integers(0, 6))
+def test_along_by_the_skips_equals_the_bisect(tokens: list[bytes], data: bytes, cut: int) -> None:
+    trie = TokenTrie(tokens)
+    skips = LoopSkips(trie)
+    for probe in (data, tokens[0][:cut], tokens[-1]):
+        prefixes, lo, hi = skips.along(trie, probe)
+        want_prefixes, want_lo, want_hi = trie.along(probe)
+        assert prefixes == want_prefixes
+        assert list(range(lo, hi)) == list(range(want_lo, want_hi))

@@ -273,7 +273,7 @@ class TokenIndex:
         than _MAX_RUN_ON tokens run past)."""
         forced = self.forced_bytes(state)
         trie = self._trie
-        allowed, lo, hi = trie.along(forced)
+        allowed, lo, hi = self._shared().skips.along(trie, forced)
         if hi - lo > _MAX_RUN_ON:
             return None
         end, size = self.walk_bytes(state, forced), len(forced)
@@ -339,7 +339,7 @@ class TokenIndex:
         state's first visit (a whole-table pass would cost more than a first mask)."""
         found = self._single.get(state)
         if found is None:
-            ways = np.flatnonzero(self._flat[state << 8 : (state + 1) << 8]).tolist()
+            ways = self._flat[state << 8 : (state + 1) << 8].nonzero()[0].tolist()
             found = ways[0] if len(ways) == 1 else -1
             self._single[state] = found
             self._continues[state] = bool(ways)

@@ -15,9 +15,11 @@ holds bit 0 only when it loops on all of them, so the subset test stays sound.
 
 from __future__ import annotations
 
+from bisect import bisect_left
+
 import numpy as np
 
-from kor_cli.grammar.trie import TokenTrie, _expand
+from kor_cli.grammar.trie import TokenTrie, _expand, _ints
 
 _FOLD = np.where((np.arange(256) > 0) & (np.arange(256) < 128), np.arange(256), 0)
 
@@ -59,10 +61,38 @@ class LoopSkips:
         self.high = np.ascontiguousarray(below[:, 1])
         self.first = first
         self.last = last
+        self._views: list[tuple[memoryview, ...]] = []  # plain-int reads, made on first use
 
     @property
     def nbytes(self) -> int:
         return self.low.nbytes + self.high.nbytes + self.first.nbytes + self.last.nbytes
+
+    def along(self, trie: TokenTrie, data: bytes) -> tuple[list[int], int, int]:
+        """`trie.along(data)` (the sorted positions of the tokens that are a prefix of
+        `data`, and the range of those that extend it) by following `data` down `trie`,
+        of which these are the skips: a few reads a byte, not a bisect of the tokens."""
+        if not self._views:
+            arrays = (trie.byte, trie.child_start, trie.token_node, self.first, self.last)
+            self._views.append(tuple(map(_ints, arrays)))
+        byte, child_start, token_node, first, last = self._views[0]
+        prefixes: list[int] = []
+        lo, hi = 0, trie.offsets[1] if trie.depth else 0
+        node = -1
+        for value in data:
+            node = bisect_left(byte, value, lo, hi)
+            if node == hi or byte[node] != value:
+                return prefixes, 0, 0
+            at = first[node]
+            while at < len(token_node) and token_node[at] == node:  # its own token(s)
+                prefixes.append(at)
+                at += 1
+            lo, hi = child_start[node], child_start[node + 1]
+        if node < 0:
+            return prefixes, 0, len(token_node)
+        start = first[node]  # past the node's own token(s): the tokens that run on
+        while start <= last[node] and token_node[start] == node:
+            start += 1
+        return prefixes, start, last[node] + 1
 
 
 _LEARN_ALL = 2048  # a DFA of at most this many states learns every loop class at once
