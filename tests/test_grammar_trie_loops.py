@@ -72,10 +72,12 @@ def _pruned_counter() -> tuple[list[int], object]:
 
 
 @settings(max_examples=200, deadline=None)
-@given(dfa=looping_dfas(), tokens=TOKENS)
-def test_pruned_walks_equal_brute_force(dfa: ToyDFA, tokens: list[bytes]) -> None:
+@given(dfa=looping_dfas(), tokens=TOKENS, learn_all=st.sampled_from([0, 2048]))
+def test_pruned_walks_equal_brute_force(dfa: ToyDFA, tokens: list[bytes], learn_all: int) -> None:
     info = TokenizerInfo([None, *tokens], stop_ids=[0], vocab_size=len(tokens) + 3)
-    with walk_mode("levels"):  # every frontier is offered to the pruning step
+    # every frontier is offered to the pruning step, which learns the states' loop
+    # classes all at once or as walks meet them
+    with walk_mode("levels"), mock.patch.object(trie_loops, "_LEARN_ALL", learn_all):
         index = TokenIndex(dfa, info)
         for state in range(dfa.num_states):
             want = brute_allowed(dfa, info.token_bytes, info.stop_ids, state)
