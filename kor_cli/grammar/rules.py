@@ -110,24 +110,30 @@ def split_calls(dfa: ByteDFA) -> Rule:
     """
     table = np.asarray(dfa.transitions, dtype=np.int32)
     found, inside = _markers(table)
-    bytes_only = table.copy()
-    bytes_only[:, MARK:] = 0
     if getattr(dfa, "trimmed", False):
         # minimal: every state is reachable, so by bytes and returns all but the markers'
-        keep = [s for s in range(1, len(table)) if s not in inside]
+        live = np.ones(len(table), dtype=bool)
+        live[[0, *inside]] = False
+        keep = np.flatnonzero(live)
     else:
-        keep = _reachable(bytes_only, dfa.start, found)
-    if not keep:
+        bytes_only = table.copy()
+        bytes_only[:, MARK:] = 0
+        keep = np.array(_reachable(bytes_only, dfa.start, found), dtype=np.intp)
+    if not len(keep):
         raise GrammarError("a rule matches nothing")
-    if table[keep, DIGIT0:].any():
+    kept = table[keep]  # the kept rows (a copy), marker bytes then cleared
+    if kept[:, DIGIT0:].any():
         raise GrammarError(_RAW_HIGH)
+    kept[:, MARK:] = 0
     renumber = np.zeros(len(table), dtype=np.int32)
     renumber[keep] = np.arange(1, len(keep) + 1, dtype=np.int32)
-    kept = bytes_only[keep]
     rows = np.zeros((len(keep) + 1, 256), dtype=np.int32)
-    rows[1:] = renumber[kept]
-    if np.count_nonzero(rows) != np.count_nonzero(kept):  # a byte into a marker's inside
-        raise GrammarError(_RAW_HIGH)
+    if len(keep) == len(table) - 1:  # every state kept: the numbers stay
+        rows[1:] = kept
+    else:
+        np.take(renumber, kept, out=rows[1:], mode="clip")  # in range: unbuffered
+        if np.count_nonzero(rows) != np.count_nonzero(kept):  # a byte into a marker's inside
+            raise GrammarError(_RAW_HIGH)
     accepting = np.zeros(len(keep) + 1, dtype=bool)
     accepting[1:] = np.asarray(dfa.accepting, dtype=bool)[keep]
     if not accepting.any():
