@@ -107,6 +107,19 @@ def test_chains_of_free_and_bounded_strings() -> None:
     capped = BodyChains(np.asarray(bounded.transitions), 2)
     assert capped.ahead(path[0])[0] == 2  # type: ignore[index]
 
+    # a countdown longer than twice the cap: each state, in whatever order it is asked,
+    # sees min(cap, what is left) more characters and the exact states after them
+    long = compile_json_schema({"type": "string", "maxLength": 12}).dfa
+    path = [long.walk(long.start, b'"' + b"a" * k) for k in range(13)]
+    exact = BodyChains(np.asarray(long.transitions), 40)
+    for order in (range(12), reversed(range(12))):  # (the last state: no chain of its own)
+        capped = BodyChains(np.asarray(long.transitions), 3)
+        for k in order:
+            remaining, after = capped.ahead(path[k])  # type: ignore[misc]
+            want_remaining, want_after = exact.ahead(path[k])  # type: ignore[misc]
+            assert remaining == min(3, want_remaining) == min(3, 12 - k)
+            assert after[: remaining + 1].tolist() == want_after[: remaining + 1].tolist()
+
     letters = compile_regex("[a-z]*").dfa  # not every body character
     assert BodyChains(np.asarray(letters.transitions), 40).ahead(letters.start) is None
 

@@ -139,7 +139,7 @@ class BodyChains:
             self._on[state] = None
             return
         chain, seen = [state], {state: 0}
-        while nxt and nxt not in seen and len(chain) <= self._cap:
+        while nxt and nxt not in seen and len(chain) <= 2 * self._cap:
             seen[nxt] = len(chain)
             chain.append(nxt)
             nxt = self._walker[(nxt << 8) | _PROBE]
@@ -148,13 +148,15 @@ class BodyChains:
         elif not nxt:  # a countdown: exact for every state on it
             ends = np.asarray([*chain, 0])
             for at, on in enumerate(chain):
-                self._on[on] = (ends, at, -1, len(chain) - 1 - at)
+                self._on[on] = (ends, at, -1, min(len(chain) - 1 - at, self._cap))
         elif nxt in seen:  # a loop, maybe after a lead-in
             loop = np.asarray(chain)
             for at, on in enumerate(chain):
                 self._on[on] = (loop, at, seen[nxt], self._cap)
-        else:  # at least `longest` more: known for the first state only
-            self._on[state] = (np.asarray(chain), 0, -1, self._cap)
+        else:  # at least `longest` more: known for the states that many steps from its end
+            ahead = np.asarray(chain)
+            for at in range(len(chain) - self._cap):
+                self._on[chain[at]] = (ahead, at, -1, self._cap)
 
 
 @dataclass(frozen=True)
