@@ -113,18 +113,26 @@ class LoopPrune:
         self.known = np.zeros(len(table), dtype=bool)  # the states learnt so far
         self.all_known = len(table) <= _LEARN_ALL  # small DFAs: every state at once
         if self.all_known:
-            self._learn(np.arange(len(table)))
+            self._learn(None)
 
-    def _learn(self, fresh: np.ndarray) -> None:
-        """Find the loop classes of the states `fresh` (distinct, not yet known)."""
-        rows = self.table[fresh] == fresh[:, None]  # [k, 256]: byte keeps the state
+    def _learn(self, fresh: np.ndarray | None) -> None:
+        """Find the loop classes of the states `fresh` (distinct, not yet known; None:
+        every state)."""
+        if fresh is None:
+            fresh = np.arange(len(self.table))
+            low = self.table[:, :128]
+        else:
+            low = self.table[fresh, :128]
+        rows = low == fresh[:, None]  # [k, 128]: an ASCII byte keeps the state
         # bit 0 stands for NUL and every byte from 0x80: set only when all of them loop
-        rows[:, 0] &= rows[:, 128:].all(axis=1)
-        packed = np.packbits(rows[:, :128], axis=1, bitorder="little")
-        words = np.ascontiguousarray(packed).view("<u8").astype(np.uint64)
+        nul = np.flatnonzero(rows[:, 0])
+        if len(nul):
+            rows[nul, 0] = (self.table[fresh[nul], 128:] == fresh[nul, None]).all(axis=1)
+        packed = np.packbits(rows, axis=1, bitorder="little")
+        words = packed.view("<u8").astype(np.uint64)
         self.not_low[fresh] = ~words[:, 0]
         self.not_high[fresh] = ~words[:, 1]
-        self.loops[fresh] = rows[:, :128].any(axis=1)
+        self.loops[fresh] = (words[:, 0] | words[:, 1]) != 0
         self.known[fresh] = True
 
     def __call__(
