@@ -28,6 +28,7 @@ from kor_cli.grammar.compile import GrammarOptions, compile_json_schema
 from kor_cli.grammar.index import TokenIndex, token_trie
 from kor_cli.grammar.surface import CompiledGrammar, GrammarMatcher, TokenizerInfo, compile_grammar
 from kor_cli.grammar.token_arrays import sorted_tokens
+from kor_cli.grammar.unique_matcher import unique_token_sets
 
 ENGINES = ("kor", "xgrammar", "llguidance", "outlines")
 COMPETITORS = ENGINES[1:]
@@ -59,7 +60,8 @@ class Kor:
         self.info = info
         self.options = options or GrammarOptions()
         token_trie(info)  # shared trie and string-body tables: per-tokenizer setup,
-        sorted_tokens(info).prepare()  # and the sorted tokens' padded matrix (frame masks)
+        sorted_tokens(info).prepare()  # the sorted tokens' padded matrix (frame masks),
+        unique_token_sets(info)  # and which tokens hold `,`/`[` (uniqueItems arrays)
         os.environ[disk_cache.ENV] = "off"  # compiles and masks are timed cold, not read back
 
     @staticmethod

@@ -66,6 +66,7 @@ from kor_cli.grammar.json_numbers import any_number
 from kor_cli.grammar.json_values import string_node
 from kor_cli.grammar.surface import GrammarMatcher, compile_grammar
 from kor_cli.grammar.token_arrays import sorted_tokens
+from kor_cli.grammar.unique_matcher import unique_token_sets
 from kor_cli.grammar.vocab import TokenizerInfo
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # siblings, also when loaded by path
@@ -320,6 +321,7 @@ def load_tokenizer(engines: tuple[str, ...] = ()) -> None:
         _info = TokenizerInfo.from_hf(_tokenizer, vocab_size=QWEN_LOGITS_WIDTH)
         token_trie(_info)  # per-tokenizer setup, as engines.py's: the byte trie,
         sorted_tokens(_info).prepare()  # the sorted tokens' padded matrix (frame masks),
+        unique_token_sets(_info)  # which tokens hold `,`/`[` (uniqueItems arrays),
         string_node(), any_number()  # and the fixed automata (any string, any number)
     for engine in engines:
         if engine not in _engines:

@@ -27,7 +27,7 @@ from kor_cli.grammar.compile import compile_json_schema, serialize
 from kor_cli.grammar.fsm import compile_ast
 from kor_cli.grammar.json_rules import RuleBook
 from kor_cli.grammar.json_schema import SchemaCompiler
-from kor_cli.grammar.unique_matcher import _token_sets
+from kor_cli.grammar.unique_matcher import unique_token_sets
 from kor_cli.grammar.vocab import TokenizerInfo
 
 
@@ -91,7 +91,7 @@ def test_an_empty_item_language_leaves_the_empty_array() -> None:
 @settings(max_examples=60, deadline=None)
 def test_token_sets_are_each_tokens_facts(tokens: list[bytes | None]) -> None:
     info = TokenizerInfo(tokens + [b",", b"[a"], vocab_size=len(tokens) + 2)
-    first, holding, opening = _token_sets(info)
+    first, holding, opening = unique_token_sets(info)
     for i, data in enumerate(info.token_bytes):
         assert first[i] == (data[0] if data else -1)
         assert holding[i] == (bool(data) and b"," in data)

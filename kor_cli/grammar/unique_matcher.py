@@ -44,7 +44,7 @@ class UniqueMasks:
         info = grammar.info
         self.words_count = grammar.frames.words
         self._bytes = info.token_bytes
-        self._first, holding, opening = _token_sets(info)
+        self._first, holding, opening = unique_token_sets(info)
         self._holding = self._pack(holding)
         self._opening = self._holding & self._pack(opening)
         self._safe: dict[int, tuple[TokenIndex | None, np.ndarray]] = {}
@@ -132,7 +132,7 @@ class UniqueMasks:
         return found
 
 
-def _token_sets(info: TokenizerInfo) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def unique_token_sets(info: TokenizerInfo) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per token: its first byte (-1 if none), whether it holds `,`, whether it holds `[`
     (vectorised over all tokens' bytes joined; cached on `info`, a tokenizer's own facts)."""
     found = getattr(info, "_unique_token_sets", None)
