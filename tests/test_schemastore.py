@@ -104,3 +104,12 @@ def test_shown_summary_drops_rows_and_cases_of_every_engine() -> None:
     other = {"rows": [2], "n": 3}
     result = {"compiled": 1, "rows": [1], "fa_cases": [], "competitors": {"x": other}}
     assert shown(result) == {"compiled": 1, "competitors": {"x": {"n": 3}}}
+
+
+def test_ratios_divide_unrounded_percentiles() -> None:
+    bench = _runner()
+    kor = [{"name": "a", "status": "compiled", "first_mask_s": 0.0134}]
+    other = [{"name": "a", "status": "compiled", "first_mask_s": 0.0034}]
+    found = bench.ratios(kor, other)
+    assert found["first_mask_kor_over_other"]["p50"] == 3.94  # not 0.013 / 0.003 = 4.33
+    assert found["first_mask_s_other"]["p50"] == 0.0034
