@@ -44,6 +44,7 @@ from typing import Any
 
 from kor_cli.errors import GrammarError
 from kor_cli.grammar import json_containers as containers
+from kor_cli.grammar import json_enums as enums
 from kor_cli.grammar import json_objects as objects
 from kor_cli.grammar import json_scalars as scalars
 from kor_cli.grammar.ast import (
@@ -58,14 +59,13 @@ from kor_cli.grammar.ast import (
 )
 from kor_cli.grammar.fsm import ByteDFA, compile_ast
 from kor_cli.grammar.json_applicators import distribute
-from kor_cli.grammar.json_canonical import canonical_key, value_type
 from kor_cli.grammar.json_defer import DeferPolicy
 from kor_cli.grammar.json_factor import OneOfFactor
 from kor_cli.grammar.json_format_rules import only_regex_format, regex_format
 from kor_cli.grammar.json_formats import FORMATS
 from kor_cli.grammar.json_free_types import shared_types
 from kor_cli.grammar.json_keywords import ANNOTATIONS, Collector, Facts, Part
-from kor_cli.grammar.json_location import Location, LocationSpace, reorder
+from kor_cli.grammar.json_location import Location, LocationSpace
 from kor_cli.grammar.json_member_values import PatternsApart
 from kor_cli.grammar.json_memo import ConjMemo
 from kor_cli.grammar.json_refs import Resolver
@@ -73,7 +73,6 @@ from kor_cli.grammar.json_rules import RuleBook
 from kor_cli.grammar.json_values import (
     BOOLEAN,
     NULL,
-    dumps,
     json_char,
     loose_container,
     loose_value,
@@ -87,7 +86,6 @@ from kor_cli.grammar.limits import check
 from kor_cli.grammar.regex import Dialect, fullmatch
 
 STRICT = Dialect(json_char, "strict")
-SCALAR_TYPES = frozenset({"null", "boolean", "integer", "fraction", "string"})
 LOOSE_DIALECT = Dialect(json_char, "loose")
 
 
@@ -304,7 +302,7 @@ class SchemaCompiler:
                 if refused & types:
                     self.fail(keyword, pointer, message)
         if facts.enums:
-            return self.enum(facts, loc, pos)
+            return enums.enum(self, facts, loc, pos)
         if len(types) == 7 and not facts.scalar_constraints():
             if not pos:
                 return self.loose()
@@ -330,52 +328,6 @@ class SchemaCompiler:
         if "object" in types:
             parts.append(objects.obj(self, facts, loc, pos))
         return alt(*parts)
-
-    def enum(self, facts: Facts, loc: Location, pos: bool) -> Node:
-        keys = [{canonical_key(v) for v in values} for values in facts.enums[1:]]
-        texts: list[Node] = []
-        plain = True  # every text one literal
-        kinds: set[str] = set()  # their types
-        spelled: list[bytes] = []  # the literals' texts
-        for value in facts.enums[0]:
-            if value_type(value) not in facts.types:
-                continue
-            if not all(canonical_key(value) in k for k in keys):
-                continue
-            if not pos and _unordered(value, loc):  # any container of its kind
-                brackets = "{}" if isinstance(value, dict) else "[]"
-                texts.append(loose_container(brackets, max(self.loose_depth, 1)))
-                plain = False
-                continue
-            if not pos and scalars.has_number(value):  # every spelling of its numbers
-                texts.append(scalars.spelled(self, reorder(value, loc)))
-                plain = False
-                continue
-            spelled.append(dumps(reorder(value, loc), self.whitespace).encode())
-            texts.append(literal(spelled[-1]))
-            kinds.add(value_type(value))
-        node = alt(*texts)
-        if facts.scalar_constraints():
-            scalar = plain and kinds <= SCALAR_TYPES
-            types = frozenset(kinds) if scalar else facts.types  # a scalar literal: its type's
-            with self.exactly():
-                constraint = self.union(facts, loc, pos, types)
-            if scalar:
-                return self._enum_within(texts, spelled, constraint)
-            node = intersect(node, constraint)
-        return node
-
-    def _enum_within(self, texts: list[Node], spelled: list[bytes], constraint: Node) -> Node:
-        """The literals `texts` (spelled `spelled`, scalars) that `constraint` accepts,
-        decided now on its DFA (built once per distinct constraint, `dfa_cache`): a `const`
-        beside a large `pattern` in each of utcm-monitor's 270 `if` cases was a product
-        each, each rebuilding the pattern's DFA when the rule was built. Where the
-        constraint goes past a limit the product stays (refused when reached, as before)."""
-        try:
-            dfa = compile_ast(constraint, self.max_states)
-        except GrammarError:
-            return intersect(alt(*texts), constraint)
-        return alt(*(t for t, b in zip(texts, spelled, strict=True) if dfa.accepts(b)))
 
     def number(self, facts: Facts, pos: bool, types: frozenset[str]) -> Node:
         """Numbers within the bounds and steps, in every spelling this mode accepts."""
@@ -499,14 +451,3 @@ def _free(part: Part) -> bool:
     """True when `part` constrains nothing (`true`, or only annotations)."""
     schema = part.schema
     return schema is True or isinstance(schema, dict) and set(schema) - part.skip <= ANNOTATIONS
-
-
-def _unordered(value: Any, loc: Location) -> bool:
-    """True if some object in `value` has two keys the location does not order."""
-    if isinstance(value, list):
-        return any(_unordered(v, loc.item()) for v in value)
-    if not isinstance(value, dict):
-        return False
-    if sum(k not in loc.names for k in value) >= 2:
-        return True
-    return any(_unordered(v, loc.child(k if k in loc.names else None)) for k, v in value.items())
