@@ -27,7 +27,10 @@ rules (the "any value" rule, the free types' rules, `shared_rules`) and their fr
 are built once per process and kept through the cold clears: the timed pass starts with
 that memo empty, so the first schema that needs one pays for it, and `memo_one_off`
 reports what it cost (rules and frames built, ms), and what the fixed automata (any
-number, any string) cost when the process first built them.
+number, any string) cost when the process first built them. The per-tokenizer setup (byte
+trie, the sorted tokens' padded matrix `sorted_tokens(info).prepare()`, the `,`/`[` token
+sets) is done before the timed pass by `schemastore.load_tokenizer`, as `engines.py`'s
+adapters do: no schema pays for it.
 
 Usage: python benchmarks/json_schema_suite.py [SUITE_DIR] [--out PATH] [--engines E,..]
        [--gc collect|freeze]
