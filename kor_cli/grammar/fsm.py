@@ -261,8 +261,8 @@ def _lower(root: Node, max_states: int) -> Node:
         if isinstance(node, Product):
             dfa = cached(node, max_states)
             if dfa is None:
-                left = _build(visit(node.left), max_states)
-                right = _build(visit(node.right), max_states)
+                left = _operand(node.left, visit, max_states)
+                right = _operand(node.right, visit, max_states)
                 dfa = remember(node, max_states, product(left, right, node.op, max_states))
             out = _automaton(dfa)
         elif sizes.get(id(node), 0) >= _SHARED_SIZE and (
@@ -278,6 +278,18 @@ def _lower(root: Node, max_states: int) -> Node:
         return out
 
     return visit(root)
+
+
+def _operand(node: Node, visit: Callable[[Node], Node], max_states: int) -> ByteDFA:
+    """The DFA of one side of a product, through `dfa_cache`: a side shared by several
+    products (one pattern's key language split by two lookups, one string minus several
+    key sets) is built once."""
+    if isinstance(node, Automaton):
+        return node.dfa
+    found = cached(node, max_states)
+    if found is None:
+        found = remember(node, max_states, _build(visit(node), max_states))
+    return found
 
 
 def _automaton(dfa: ByteDFA) -> Node:
