@@ -57,16 +57,20 @@ def triples_of(table: np.ndarray, split: list[bool]) -> list[tuple[int, int, int
     return out
 
 
-@given(tables(), st.lists(st.booleans(), min_size=1, max_size=5))
+@given(tables(), st.lists(st.booleans(), min_size=1, max_size=5), st.sampled_from([0, 10**9]))
 @settings(max_examples=400, deadline=None)
 def test_sparse_matches_reference(
-    case: tuple[np.ndarray, np.ndarray, int], split: list[bool]
+    case: tuple[np.ndarray, np.ndarray, int], split: list[bool], list_fill: int
 ) -> None:
+    """Whether the minimal table is filled in plain Python or by numpy (`_LIST_FILL`)."""
     table, accepting, start = case
     expected = reference_minimize(table, accepting, start)
     triples = triples_of(table, split)
-    found = minimal_triples(len(table), table.shape[1], accepting, start, triples)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(minimize_module, "_LIST_FILL", list_fill)
+        found = minimal_triples(len(table), table.shape[1], accepting, start, triples)
     assert same(found, expected)
+    assert found[0].dtype == np.int32 and found[1].dtype == bool
 
 
 def test_rows_merge_masks_by_target() -> None:

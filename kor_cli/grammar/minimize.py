@@ -248,6 +248,10 @@ def minimal_triples(
     if found is None:
         return np.zeros((1, num_classes), dtype=np.int32), np.zeros(1, dtype=bool), 0
     number, reps = found
+    if (len(reps) + 1) * num_classes >= _LIST_FILL:
+        kept = [(i, m, number[t]) for i, s in enumerate(reps, 1) for t, m in rows[s].items()]
+        out = _fill(len(reps) + 1, num_classes, [x for x in kept if x[2]])
+        return out, np.concatenate(([False], accepting[reps])), 1
     flat = [0] * (num_classes * (len(reps) + 1))
     columns: dict[int, list[int]] = {}
     base = 0
@@ -286,6 +290,7 @@ def minimize(
 
 _SMALL = 48  # tables this small are minimised in plain Python (numpy calls cost more)
 _SPARSE = 4096  # `minimal_triples` refines tables up to this size on sparse rows
+_LIST_FILL = 512  # and fills minimal tables of fewer cells than this in plain Python
 
 
 def _small(
