@@ -297,7 +297,8 @@ def _automaton(dfa: ByteDFA) -> Node:
 
 
 def _census(root: Node) -> tuple[dict[int, int], dict[int, int]]:
-    """How many parents reference each node, and how big each subtree is once unfolded."""
+    """How many parents reference each node, and how big each subtree is once unfolded.
+    Byte leaves below the root (most nodes: size 1, never lowered) are not listed."""
     counts: dict[int, int] = {}
     sizes: dict[int, int] = {}
     seen = {id(root)}
@@ -308,6 +309,8 @@ def _census(root: Node) -> tuple[dict[int, int], dict[int, int]]:
         if child is None:
             stack.pop()
             sizes[id(node)] = _size(node, sizes)
+            continue
+        if type(child) is Bytes:
             continue
         counts[id(child)] = counts.get(id(child), 0) + _copies(node)
         if id(child) not in seen:
