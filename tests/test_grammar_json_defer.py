@@ -159,7 +159,12 @@ def test_random_recursive_schemas_deferred(schema: Any, rng: random.Random) -> N
         try:
             lazy = compile_json_schema(schema, options)
         except GrammarError as error:
-            assert error.keyword == "$ref" or "nothing" in str(error) or "too large" in str(error)
+            empty = ("nothing", "no JSON value")  # the compiler's two "empty schema" messages
+            assert (
+                error.keyword == "$ref"
+                or any(word in str(error) for word in empty)
+                or "too large" in str(error)
+            )
             return
         eager(patch)
         try:  # the whole DFA may be past max_states where the lazy rules are not (yet)
