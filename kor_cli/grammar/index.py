@@ -204,10 +204,7 @@ class TokenIndex:
         if words is None:
             words = self.packed(state).view(np.int32)
             self._rows[state] = words
-        if bitmask.shape[1] == len(words):
-            bitmask[row] = words
-        else:
-            write_row(bitmask, row, words)
+        write_row(bitmask, row, words)
 
     def tensor(self, state: int, device: Any = "cpu") -> Any:
         """The mask of `state` as a torch bool tensor on `device` (cached per device)."""

@@ -242,15 +242,7 @@ class PushdownMatcher(HistoryMatcher[Config]):
         array = bitmask if isinstance(bitmask, np.ndarray) else bitmask.numpy()
         if array.ndim == 1:
             array, row = array[None], 0
-        if self._finished:
-            write_row(array, row, None)
-            return
-        words = self._row_words()
-        out = array[row]
-        if len(words) == len(out):  # the usual case: one copy
-            np.copyto(out, words)
-        else:
-            write_row(array, row, words)
+        write_row(array, row, None if self._finished else self._row_words())
 
     def forced_bytes(self, limit: int = FORCED_LIMIT) -> bytes:
         """The longest byte string that is the only way forward (b"" at a branch/accept)."""
