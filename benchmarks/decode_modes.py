@@ -47,24 +47,65 @@ ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results" / "decode_modes.json"
 
 CASES: list[tuple[str, str, dict[str, Any]]] = [
-    ("person.yaml", "person.txt",
-     {"person": {"name": "Maria Garcia", "age": 34, "city": "Valencia"}}),
-    ("weather.json", "weather.txt",
-     {"get_current_weather": {"location": "Munich, Germany", "format": "celsius"}}),
-    ("receipt.yaml", "receipt.txt", {"receipt": {
-        "merchant": "GREEN LEAF MARKET", "date": "2024-11-02", "currency": "USD", "total": 9.39,
-        "items": [{"name": "Apple", "quantity": 3, "price": 0.5},
-                  {"name": "Oat milk 1L", "quantity": 1, "price": 1.89},
-                  {"name": "Rye bread", "quantity": 2, "price": 2.75}]}}),
-    ("restaurant_review.yaml", "review_zh.txt", {"review": [
-        {"aspect": "菜品", "sentiment_word": "很新鲜", "sentiment": "positive",
-         "reference": "牛肉很新鲜"},
-        {"aspect": "汤底", "sentiment_word": "不错", "sentiment": "positive",
-         "reference": "汤底也不错"},
-        {"aspect": "等位", "sentiment_word": "太长", "sentiment": "negative",
-         "reference": "排队时间太长了"},
-        {"aspect": "服务", "sentiment_word": "不太热情", "sentiment": "negative",
-         "reference": "服务员也不太热情"}]}),
+    (
+        "person.yaml",
+        "person.txt",
+        {"person": {"name": "Maria Garcia", "age": 34, "city": "Valencia"}},
+    ),
+    (
+        "weather.json",
+        "weather.txt",
+        {"get_current_weather": {"location": "Munich, Germany", "format": "celsius"}},
+    ),
+    (
+        "receipt.yaml",
+        "receipt.txt",
+        {
+            "receipt": {
+                "merchant": "GREEN LEAF MARKET",
+                "date": "2024-11-02",
+                "currency": "USD",
+                "total": 9.39,
+                "items": [
+                    {"name": "Apple", "quantity": 3, "price": 0.5},
+                    {"name": "Oat milk 1L", "quantity": 1, "price": 1.89},
+                    {"name": "Rye bread", "quantity": 2, "price": 2.75},
+                ],
+            }
+        },
+    ),
+    (
+        "restaurant_review.yaml",
+        "review_zh.txt",
+        {
+            "review": [
+                {
+                    "aspect": "菜品",
+                    "sentiment_word": "很新鲜",
+                    "sentiment": "positive",
+                    "reference": "牛肉很新鲜",
+                },
+                {
+                    "aspect": "汤底",
+                    "sentiment_word": "不错",
+                    "sentiment": "positive",
+                    "reference": "汤底也不错",
+                },
+                {
+                    "aspect": "等位",
+                    "sentiment_word": "太长",
+                    "sentiment": "negative",
+                    "reference": "排队时间太长了",
+                },
+                {
+                    "aspect": "服务",
+                    "sentiment_word": "不太热情",
+                    "sentiment": "negative",
+                    "reference": "服务员也不太热情",
+                },
+            ]
+        },
+    ),
 ]
 
 
@@ -100,16 +141,18 @@ def run_mode(loaded: Any, oracle: Oracle, mode: str, repeat: int) -> dict[str, A
             walls.append(wall)
             grammar_share.append(clock[0] / wall)
         assert result is not None
-        rows.append({
-            "schema": schema_name,
-            "valid": result.valid,
-            "tokens": result.tokens,
-            "forward_passes": result.forward_passes,
-            "forced_tokens": result.forced_tokens,
-            "seconds": statistics.median(walls[1:]),
-            "first_run_seconds": walls[0],
-            "grammar_share": statistics.median(grammar_share[1:]),
-        })
+        rows.append(
+            {
+                "schema": schema_name,
+                "valid": result.valid,
+                "tokens": result.tokens,
+                "forward_passes": result.forward_passes,
+                "forced_tokens": result.forced_tokens,
+                "seconds": statistics.median(walls[1:]),
+                "first_run_seconds": walls[0],
+                "grammar_share": statistics.median(grammar_share[1:]),
+            }
+        )
     return {"mode": mode, "records": rows}
 
 
@@ -156,8 +199,12 @@ def main() -> None:
     parser.add_argument("--layers", type=int, default=4)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--threads", type=int, default=2, help="torch threads")
-    parser.add_argument("--shape", choices=("llama", "tiny", "0.5b", "7b"), default="llama",
-                        help="llama: --hidden/--layers; others: batch_throughput.py's shapes")
+    parser.add_argument(
+        "--shape",
+        choices=("llama", "tiny", "0.5b", "7b"),
+        default="llama",
+        help="llama: --hidden/--layers; others: batch_throughput.py's shapes",
+    )
     parser.add_argument("--device", default="cpu", help="cpu | cuda | cuda:N")
     parser.add_argument(
         "--head-counts",
@@ -170,8 +217,13 @@ def main() -> None:
     tokenizer = load_offline_tokenizer("qwen")
     with tempfile.TemporaryDirectory() as folder:
         if args.shape == "llama":
-            build_tiny_model(tokenizer, folder, hidden_size=args.hidden, layers=args.layers,
-                             vocab_size=QWEN_LOGITS_WIDTH)
+            build_tiny_model(
+                tokenizer,
+                folder,
+                hidden_size=args.hidden,
+                layers=args.layers,
+                vocab_size=QWEN_LOGITS_WIDTH,
+            )
             loaded = load_model(folder, device=args.device)
             hidden = args.hidden
             described = f"random Llama, hidden {args.hidden}, {args.layers} layers"
@@ -184,12 +236,14 @@ def main() -> None:
         info = TokenizerInfo.from_hf(tokenizer, vocab_size=loaded.vocab_size)
         loaded.extras["tokenizer_info"] = info
         oracle = Oracle(info.token_bytes, loaded.stop_ids[0])
-        modes = [run_mode(loaded, oracle, m, args.repeat)
-                 for m in ("prompt", "constrained", "constrained-nojump")]
+        modes = [
+            run_mode(loaded, oracle, m, args.repeat)
+            for m in ("prompt", "constrained", "constrained-nojump")
+        ]
     counts = [int(count) for count in args.head_counts.split(",")]
     report = {
         "machine": f"{platform.machine()} {platform.processor() or ''}".strip()
-                   + (", shared" if args.device == "cpu" else ""),
+        + (", shared" if args.device == "cpu" else ""),
         "device": torch.cuda.get_device_name(args.device) if args.device != "cpu" else "cpu",
         "threads": torch.get_num_threads(),
         "model": f"{described}, Qwen tokenizer ({loaded.vocab_size} logits), oracle-steered",
@@ -207,14 +261,18 @@ def main() -> None:
 
 def print_tables(report: dict[str, Any]) -> None:
     base = {r["schema"]: r for r in report["modes"][0]["records"]}
-    print(f"{'mode':<20}{'schema':<24}{'valid':>6}{'tokens':>8}{'passes':>8}{'forced':>8}"
-          f"{'s/rec':>9}{'vs prompt':>10}{'grammar%':>10}")
+    print(
+        f"{'mode':<20}{'schema':<24}{'valid':>6}{'tokens':>8}{'passes':>8}{'forced':>8}"
+        f"{'s/rec':>9}{'vs prompt':>10}{'grammar%':>10}"
+    )
     for mode in report["modes"]:
         for r in mode["records"]:
             ratio = r["seconds"] / base[r["schema"]]["seconds"]
-            print(f"{mode['mode']:<20}{r['schema']:<24}{str(r['valid']):>6}{r['tokens']:>8}"
-                  f"{r['forward_passes']:>8}{r['forced_tokens']:>8}{r['seconds']:>9.3f}"
-                  f"{ratio:>10.2f}{100 * r['grammar_share']:>9.1f}%")
+            print(
+                f"{mode['mode']:<20}{r['schema']:<24}{str(r['valid']):>6}{r['tokens']:>8}"
+                f"{r['forward_passes']:>8}{r['forced_tokens']:>8}{r['seconds']:>9.3f}"
+                f"{ratio:>10.2f}{100 * r['grammar_share']:>9.1f}%"
+            )
     for name, rows in report["lm_head_break_even"].items():
         print(f"\nLM head ({name}): full {rows[0]['full_s'] * 1e3:.2f} ms")
         for row in rows:

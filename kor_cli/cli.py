@@ -24,8 +24,7 @@ app = typer.Typer(
         "Examples:\n\n"
         "  kor-cli schema show schemas/person.yaml --as typescript\n\n"
         "  kor-cli prompt schemas/person.yaml samples/person.txt\n\n"
-        "  kor-cli extract schemas/person.yaml samples/person.txt\n\n"
-        + EXIT_CODES
+        "  kor-cli extract schemas/person.yaml samples/person.txt\n\n" + EXIT_CODES
     ),
     no_args_is_help=True,
     add_completion=False,
@@ -183,14 +182,22 @@ def extract_cmd(
         loaded_schema = load_schema(schema, lenient=lenient, open_objects=open_objects)
         text = opts.stdin_or(input_path, max_input_bytes)
         options = opts.build_extract_options(
-            mode=mode, max_tokens=max_tokens, temperature=temperature, top_k=top_k, top_p=top_p,
-            seed=seed, chat=chat, template=template, input_formatter=input_formatter, jump=jump,
-            allow_refusal=allow_refusal, lenient=lenient, open_objects=open_objects,
+            mode=mode,
+            max_tokens=max_tokens,
+            temperature=temperature,
+            top_k=top_k,
+            top_p=top_p,
+            seed=seed,
+            chat=chat,
+            template=template,
+            input_formatter=input_formatter,
+            jump=jump,
+            allow_refusal=allow_refusal,
+            lenient=lenient,
+            open_objects=open_objects,
             allow_empty=allow_empty,
         )
-        backend = load_backend(
-            model, device=device, dtype=dtype, threads=threads, compile=compile
-        )
+        backend = load_backend(model, device=device, dtype=dtype, threads=threads, compile=compile)
         opts.check_fits(text, input_path, backend)
         extractor = Extractor(loaded_schema, backend, options)
         for message in extractor.warnings:
@@ -248,9 +255,7 @@ def generate_cmd(
         sampling = SamplingOptions(
             temperature=temperature, top_k=top_k, top_p=top_p, seed=seed, max_new_tokens=max_tokens
         )
-        backend = load_backend(
-            model, device=device, dtype=dtype, threads=threads, compile=compile
-        )
+        backend = load_backend(model, device=device, dtype=dtype, threads=threads, compile=compile)
         result = generate_text(backend, prompt, grammar, sampling, chat=chat, jump=jump)
         emit_json(result.to_dict())
         return EXIT_OK if result.valid else EXIT_INVALID
@@ -336,9 +341,19 @@ def batch_cmd(
         from kor_cli.batch import BatchOptions, run_batch
 
         options = opts.build_extract_options(
-            mode=mode, max_tokens=max_tokens, temperature=temperature, top_k=top_k, top_p=top_p,
-            seed=seed, chat=chat, template=template, input_formatter=input_formatter, jump=jump,
-            allow_refusal=allow_refusal, lenient=lenient, open_objects=open_objects,
+            mode=mode,
+            max_tokens=max_tokens,
+            temperature=temperature,
+            top_k=top_k,
+            top_p=top_p,
+            seed=seed,
+            chat=chat,
+            template=template,
+            input_formatter=input_formatter,
+            jump=jump,
+            allow_refusal=allow_refusal,
+            lenient=lenient,
+            open_objects=open_objects,
             allow_empty=allow_empty,
         )
         batch = BatchOptions(

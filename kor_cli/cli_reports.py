@@ -73,16 +73,29 @@ def compare_cmd(
         if report:
             check_report_path(report)
         base = opts.build_extract_options(
-            mode="constrained", max_tokens=max_tokens, temperature=temperature, top_k=top_k,
-            top_p=top_p, seed=seed, chat=chat, template=template,
-            input_formatter=input_formatter, jump=True, allow_refusal=allow_refusal,
+            mode="constrained",
+            max_tokens=max_tokens,
+            temperature=temperature,
+            top_k=top_k,
+            top_p=top_p,
+            seed=seed,
+            chat=chat,
+            template=template,
+            input_formatter=input_formatter,
+            jump=True,
+            allow_refusal=allow_refusal,
             allow_empty=allow_empty,
             lenient=lenient,
             open_objects=open_objects,
         )
         options = CompareOptions(
-            inputs=tuple(inputs), modes=chosen, text_key=text_key, id_key=id_key,
-            gold_key=gold_key, batch_size=batch_size, limit=limit,
+            inputs=tuple(inputs),
+            modes=chosen,
+            text_key=text_key,
+            id_key=id_key,
+            gold_key=gold_key,
+            batch_size=batch_size,
+            limit=limit,
         )
         result = run_compare(
             schema, model, base, options, device=device, dtype=dtype, threads=threads,
@@ -154,16 +167,22 @@ def trace_cmd(
         loaded_schema = load_schema(schema, lenient=lenient, open_objects=open_objects)
         text = opts.stdin_or(input_path, max_input_bytes)
         options = opts.build_extract_options(
-            mode="constrained", max_tokens=max_tokens, temperature=temperature, top_k=top_k,
-            top_p=top_p, seed=seed, chat=chat, template=template,
-            input_formatter=input_formatter, jump=jump, allow_refusal=allow_refusal,
+            mode="constrained",
+            max_tokens=max_tokens,
+            temperature=temperature,
+            top_k=top_k,
+            top_p=top_p,
+            seed=seed,
+            chat=chat,
+            template=template,
+            input_formatter=input_formatter,
+            jump=jump,
+            allow_refusal=allow_refusal,
             allow_empty=allow_empty,
             lenient=lenient,
             open_objects=open_objects,
         )
-        backend = load_backend(
-            model, device=device, dtype=dtype, threads=threads, compile=compile
-        )
+        backend = load_backend(model, device=device, dtype=dtype, threads=threads, compile=compile)
         opts.check_fits(text, input_path, backend)
         steps, decoded, warnings = run_trace(loaded_schema, backend, text, options)
         for message in warnings:

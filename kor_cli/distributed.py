@@ -48,9 +48,7 @@ def bare_ray_flag(argv: list[str]) -> list[str]:
         if arg != "--ray":
             continue
         following = argv[index + 1] if index + 1 < len(argv) else None
-        if following is None or not (
-            following in ("local", "auto") or _ADDRESS.match(following)
-        ):
+        if following is None or not (following in ("local", "auto") or _ADDRESS.match(following)):
             out.append("local")
     return out
 

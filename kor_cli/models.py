@@ -192,9 +192,7 @@ def load_model(
         if model is None:
             from transformers import AutoModelForCausalLM
 
-            model = AutoModelForCausalLM.from_pretrained(
-                source, dtype=chosen_dtype, **hub_options
-            )
+            model = AutoModelForCausalLM.from_pretrained(source, dtype=chosen_dtype, **hub_options)
             model.to(chosen_device)
             model.eval()
         generation_config = getattr(model, "generation_config", None)

@@ -46,8 +46,10 @@ class Case:
         """Seconds, not milliseconds: runs the model, compiles a huge schema or waits for
         a pipe. Only the slow (subprocess) part runs these."""
         slow_names = ("10000", "20000", "x5000", "fifo", "one-mb", "ten-mb")
-        return self.model or any(part in self.name for part in slow_names) or (
-            self.name.split(":")[0] in ODD_SCHEMAS and self.argv[0] in ("extract", "batch")
+        return (
+            self.model
+            or any(part in self.name for part in slow_names)
+            or (self.name.split(":")[0] in ODD_SCHEMAS and self.argv[0] in ("extract", "batch"))
         )
 
     @property

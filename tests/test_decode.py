@@ -149,7 +149,9 @@ def test_batched_rows_force_and_finish_independently(tiny: LoadedModel) -> None:
     ]
     prompts = [encode_prompt(tiny, t, chat=False) for t in ("short", "a longer prompt here")]
     results = Decoder(tiny).generate_batch(
-        prompts, SamplingOptions(max_new_tokens=32), stop_strings=("</json>",),
+        prompts,
+        SamplingOptions(max_new_tokens=32),
+        stop_strings=("</json>",),
         constraints=constraints,
     )
     assert results[0].text == "<json>1</json>" and results[0].forward_passes == 1

@@ -14,8 +14,18 @@ ROOT = Path(__file__).resolve().parents[1]
 PERSON = str(ROOT / "schemas" / "person.yaml")
 TEXT = str(ROOT / "samples" / "person.txt")
 RESULT_KEYS = {
-    "data", "valid", "errors", "raw", "finish_reason", "mode", "tokens", "forward_passes",
-    "forced_tokens", "seconds", "refusal", "empty",
+    "data",
+    "valid",
+    "errors",
+    "raw",
+    "finish_reason",
+    "mode",
+    "tokens",
+    "forward_passes",
+    "forced_tokens",
+    "seconds",
+    "refusal",
+    "empty",
 }
 
 runner = CliRunner()
@@ -40,8 +50,21 @@ def test_prompt_mode_garbage_is_reported_invalid(tiny_model_dir: str) -> None:
 
 
 def test_stdin_input_and_sampling(tiny_model_dir: str) -> None:
-    args = ("extract", PERSON, "-", "-m", tiny_model_dir, "--mode", "prompt", "--max-tokens", "6",
-            "--temperature", "1", "--seed", "3")
+    args = (
+        "extract",
+        PERSON,
+        "-",
+        "-m",
+        tiny_model_dir,
+        "--mode",
+        "prompt",
+        "--max-tokens",
+        "6",
+        "--temperature",
+        "1",
+        "--seed",
+        "3",
+    )
     first = invoke(*args, stdin="Ann is 31.")
     second = invoke(*args, stdin="Ann is 31.")
     assert json.loads(first[1])["raw"] == json.loads(second[1])["raw"]

@@ -68,13 +68,15 @@ def test_choice_and_regex_are_exclusive() -> None:
 
 def test_generate_cli(tiny_model_dir: str) -> None:
     result = CliRunner().invoke(
-        app, ["generate", "-", "--choice", "yes,no", "-m", tiny_model_dir, "--no-chat"],
+        app,
+        ["generate", "-", "--choice", "yes,no", "-m", tiny_model_dir, "--no-chat"],
         input="Answer:",
     )
     assert result.exit_code == 0, result.stderr
     assert json.loads(result.stdout)["text"] in {"yes", "no"}
-    bad = CliRunner().invoke(app, ["generate", "-", "--regex", "x(?=x)", "-m", tiny_model_dir],
-                             input="x")
+    bad = CliRunner().invoke(
+        app, ["generate", "-", "--regex", "x(?=x)", "-m", tiny_model_dir], input="x"
+    )
     assert bad.exit_code == 2 and "Traceback" not in bad.stderr
 
 
@@ -98,5 +100,7 @@ def test_logits_processor_agrees_with_own_loop(tiny: LoadedModel) -> None:
     assert generated == own.token_ids + [tiny.stop_ids[0]]
     text = tiny.tokenizer.decode(generated, skip_special_tokens=True)
     assert json.loads(text.removeprefix("<json>").removesuffix("</json>"))["pick"]["color"] in {
-        "red", "green", "blue"
+        "red",
+        "green",
+        "blue",
     }

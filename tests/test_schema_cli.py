@@ -52,7 +52,10 @@ UNENFORCEABLE = {
     "type": "object",
     "properties": {
         "tags": {  # uniqueItems under contains (a product): not enforceable there
-            "type": "array", "items": {"type": "string"}, "uniqueItems": True, "contains": {},
+            "type": "array",
+            "items": {"type": "string"},
+            "uniqueItems": True,
+            "contains": {},
         },
         "n": {"not": {"const": 0}},
     },
