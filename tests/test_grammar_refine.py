@@ -225,3 +225,70 @@ def test_byte_classes_match_grouping(given_masks: list[int]) -> None:
     class_of, classes = byte_classes(given_masks)
     assert classes == plain_classes(given_masks)
     assert all(classes[k] >> b & 1 for b, k in enumerate(class_of.tolist()))
+
+
+@st.composite
+def excluded_words(draw: st.DrawFn) -> tuple[np.ndarray, np.ndarray, int]:
+    """Any word but a few (the key language of additionalProperties beside listed keys):
+    a trie whose missing edges go to one looping state, so most trie states share one
+    first signature and split only chain by chain; words are drawn from a small alphabet,
+    so suffixes repeat (equivalent trie nodes), and the table may hold spare copies."""
+    k = draw(st.integers(1, 4))
+    words = draw(st.lists(st.lists(st.integers(0, k - 1), max_size=8), max_size=12))
+    trie: list[dict[int, int]] = [{}, {}]  # state 0 dead, 1 the root
+    ends: set[int] = set()
+    for word in words:
+        s = 1
+        for c in word:
+            if c not in trie[s]:
+                trie[s][c] = len(trie)
+                trie.append({})
+            s = trie[s][c]
+        ends.add(s)
+    loop = len(trie)
+    copies = draw(st.integers(0, 2))  # unreachable copies of the loop state
+    table = np.zeros((loop + 1 + copies, k), dtype=np.int32)
+    for s in range(1, loop):
+        table[s] = [trie[s].get(c, loop) for c in range(k)]
+    table[loop:] = loop
+    accepting = np.ones(len(table), dtype=bool)
+    accepting[0] = False
+    accepting[list(ends)] = draw(st.booleans())  # the words themselves left out, or not
+    return table, accepting, 1
+
+
+@given(excluded_words(), st.lists(st.booleans(), min_size=1, max_size=3))
+@settings(max_examples=300, deadline=None)
+def test_excluded_words_match_reference(
+    case: tuple[np.ndarray, np.ndarray, int], split: list[bool]
+) -> None:
+    """Large blocks of one first signature refine exactly (dirty members, moved parts)."""
+    table, accepting, start = case
+    found = minimal_triples(len(table), table.shape[1], accepting, start, triples_of(table, split))
+    assert same(found, reference_minimize(table, accepting, start))
+
+
+@st.composite
+def wide_tables(draw: st.DrawFn) -> tuple[np.ndarray, np.ndarray, int]:
+    """Up to 80 states on one or two classes, mostly accepting: large blocks of one
+    depth and one first signature, split again and again as their successors move
+    (cells from a drawn seed: uniform targets split such blocks unevenly far more often
+    than shrink-friendly draws do)."""
+    rng = np.random.default_rng(draw(st.integers(0, 2**32)))
+    n = draw(st.integers(2, 80))
+    k = draw(st.integers(1, 2))
+    table = np.zeros((n, k), dtype=np.int32)
+    table[1:] = rng.integers(1, n, size=(n - 1, k))
+    accepting = np.ones(n, dtype=bool)
+    accepting[[0, *rng.integers(1, n, size=draw(st.integers(0, 3)))]] = False
+    return table, accepting, 1
+
+
+@given(wide_tables())
+@settings(max_examples=300, deadline=None)
+def test_wide_blocks_match_reference(case: tuple[np.ndarray, np.ndarray, int]) -> None:
+    table, accepting, start = case
+    found = minimal_triples(
+        len(table), table.shape[1], accepting, start, triples_of(table, [False])
+    )
+    assert same(found, reference_minimize(table, accepting, start))
