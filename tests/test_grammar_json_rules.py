@@ -321,6 +321,7 @@ def test_large_values_are_rules_built_when_reached(monkeypatch: pytest.MonkeyPat
     # inlining every call gives the one-rule grammar back, to the byte
     monkeypatch.setattr("kor_cli.grammar.json_rules.SPLIT_SIZE", 10**9)
     monkeypatch.setattr("kor_cli.grammar.json_defer.DEFER_SIZE", 10**9)
+    monkeypatch.setattr("kor_cli.grammar.json_member_rules.OBJECT_NODES", 10**9)
     whole = compile_json_schema(schema, GrammarOptions(time_limit_s=29.0))  # not cached
     assert not whole.has_calls
     assert grammar.dfa.fingerprint() == whole.dfa.fingerprint()

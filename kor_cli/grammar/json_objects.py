@@ -16,6 +16,7 @@ import json
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
+from kor_cli.grammar import json_member_rules as member_rules
 from kor_cli.grammar import json_terminals as terminals
 from kor_cli.grammar.ast import (
     NOTHING,
@@ -67,7 +68,7 @@ def obj(c: SchemaCompiler, facts: Facts, loc: Location, pos: bool) -> Node:
         value = c.member(parts, loc.child(name), pos)
         members.append((name, value, parts[0].pointer if parts else loc_pointer(facts)))
     if pos and not c.exact:
-        members = terminals.split(c.rules, members)
+        members = member_rules.split(c.rules, terminals.split(c.rules, members))
     slots = [(seq(c.name(n), c.key_sep, v), n in required) for n, v, _ in members]
     tails = []
     for key, parts in shape.extras(c.other_key(loc.names)):

@@ -92,6 +92,12 @@ def _join_of(n: Join, items: Sequence[tuple[Node, bool]], visit: Callable[[Node]
 
 def large(root: Node, limit: int) -> bool:
     """Whether `root` has at least `limit` AST nodes (automaton states), shared ones once."""
+    return size(root, limit) >= limit
+
+
+def size(root: Node, limit: int) -> int:
+    """How many AST nodes (automaton states) `root` has, shared ones once, capped at
+    `limit` (calls and products count one node each, their operands too)."""
     seen: set[int] = set()
     stack = [root]
     count = 0
@@ -102,7 +108,7 @@ def large(root: Node, limit: int) -> bool:
         seen.add(id(node))
         count += node.dfa.num_states if isinstance(node, Automaton) else 1
         if count >= limit:
-            return True
+            return limit
         if isinstance(node, (Seq, Alt)):
             stack += node.items
         elif isinstance(node, Repeat):
@@ -112,7 +118,7 @@ def large(root: Node, limit: int) -> bool:
             stack += [] if node.tail is None else [node.tail]
         elif isinstance(node, Product):
             stack += [node.left, node.right]
-    return False
+    return count
 
 
 _BRACKETS = (1 << ord("[")) | (1 << ord("{"))

@@ -177,9 +177,14 @@ class RuleBook:
         """`node` (the value of `parts`) as a call to a rule of its own if it is large."""
         if isinstance(node, Call) or not large(node, SPLIT_SIZE) or not container(node):
             return node
+        return self.own(node, _name(parts))
+
+    def own(self, node: Node, name: str) -> Call:
+        """A call to a rule whose body is `node` (one rule per node; its DFA built when
+        the matcher first reaches it, its productivity decided on demand)."""
         rule = self._split.get(id(node))
         if rule is None:
-            rule = self._split[id(node)] = self._new(_name(parts))
+            rule = self._split[id(node)] = self._new(name)
             self.bodies[rule] = node
         return Call(rule)
 

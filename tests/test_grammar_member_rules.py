@@ -1,0 +1,82 @@
+"""Container member values of a large object as rules of their own (`json_member_rules`):
+the start rule keeps keys and punctuation, each member value is built when reached, the
+language is that of the inline grammar (and jsonschema's), and small objects stay one rule."""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from typing import Any
+
+import jsonschema
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from kor_cli.grammar import compile as compile_module
+from kor_cli.grammar import json_member_rules
+from kor_cli.grammar.compile import GrammarOptions, compile_json_schema, serialize
+from kor_cli.grammar.json_location import LocationSpace, reorder
+from kor_cli.grammar.json_refs import Resolver
+
+NAMES = [f"rule_{k}" for k in range(24)]
+LEVEL = {"type": "string", "enum": ["error", "warn", "ignore"]}
+SCHEMA: dict[str, Any] = {  # coffeelint's shape: many small optional objects, open at the top
+    "type": "object",
+    "definitions": {"base": {"type": "object", "properties": {"level": LEVEL}}},
+    "properties": {
+        name: {
+            "allOf": [{"$ref": "#/definitions/base"}],
+            "properties": {"value": {"type": "integer", "enum": [k, k + 1]}},
+        }
+        for k, name in enumerate(NAMES)
+    },
+    "additionalProperties": True,
+}
+VALUES = st.one_of(
+    st.fixed_dictionaries({}, optional={"level": st.sampled_from(["error", "warn", "bad"])}),
+    st.fixed_dictionaries({"value": st.integers(0, 30)}),
+    st.sampled_from([1, "x", None, [], [{"level": "warn"}]]),
+)
+EXTRA = st.sampled_from(["extra", "rule_", "rule_99", "rule_1x"])
+INSTANCES = st.dictionaries(st.sampled_from(NAMES) | EXTRA, VALUES, max_size=6)
+
+
+def _text(instance: Any) -> bytes:
+    return serialize(reorder(instance, LocationSpace(Resolver(SCHEMA)).at([SCHEMA]))).encode()
+
+
+@pytest.fixture(scope="module")
+def grammars() -> tuple[Any, Any]:
+    split = compile_json_schema(SCHEMA, GrammarOptions())
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(json_member_rules, "OBJECT_NODES", 10**9)
+        patch.setattr(compile_module, "_cache", OrderedDict())  # no grammar from above
+        inline = compile_json_schema(SCHEMA, GrammarOptions())
+    return split, inline
+
+
+def test_member_values_are_rules_built_when_reached(grammars: tuple[Any, Any]) -> None:
+    split, inline = grammars
+    assert split.rules.built == 1  # only the start rule so far
+    start = split.rules.rule(split.rules.start)
+    inline_start = inline.rules.rule(inline.rules.start)
+    callees = {callee for calls in start.calls.values() for callee, _ in calls}
+    assert len(callees) >= len(NAMES)  # each member's value is a call
+    assert start.dfa.num_states < inline_start.dfa.num_states // 2
+
+
+@given(INSTANCES)
+@settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
+def test_same_language_as_inline_and_jsonschema(grammars: tuple[Any, Any], instance: Any) -> None:
+    split, inline = grammars
+    text = _text(instance)
+    valid = jsonschema.Draft7Validator(SCHEMA).is_valid(instance)
+    assert split.accepts(text) == inline.accepts(text) == valid, text
+    assert not split.accepts(text[:-1])
+
+
+def test_small_objects_stay_one_rule() -> None:
+    few = {"type": "object", "properties": {n: SCHEMA["properties"][n] for n in NAMES[:3]}}
+    few["definitions"] = SCHEMA["definitions"]
+    grammar = compile_json_schema(few, GrammarOptions())
+    assert not grammar.has_calls  # one DFA: the whole-DFA engine, as before
