@@ -55,7 +55,8 @@ def _key(node: Node, known: dict[int, int]) -> tuple[Any, ...]:
 def structure(root: Node) -> int:
     """An id equal for structurally equal trees (iterative: trees nest deeply). Nodes met
     in this call are numbered by `id` (the root keeps them alive), so the weak table is
-    read once per node not numbered before and written once per new node."""
+    read once per node not numbered before and written once per new node; byte leaves
+    (most nodes) are interned by their mask, never weakly tabled."""
     found = _ids.get(root)
     if found is not None:
         return found
@@ -70,7 +71,15 @@ def structure(root: Node) -> int:
             continue
         pending = False
         for child in children(node):
-            if id(child) not in known:
+            if id(child) in known:
+                continue
+            if type(child) is Bytes:  # most nodes: interned by mask, not weakly tabled
+                key = ("B", child.mask)
+                number = _interned.get(key)
+                if number is None:
+                    number = _interned[key] = next(_counter)
+                known[id(child)] = number
+            else:
                 number = _ids.get(child)
                 if number is None:
                     stack.append(child)
