@@ -146,15 +146,19 @@ class TokenTrie:
         root_states = first.take(self.byte[:roots])
         nodes = np.flatnonzero(root_states)
         states = root_states.take(nodes)
-        if prune is not None and len(nodes) > _DEPTH_FIRST:
-            nodes, states = prune(nodes, states, out)
         dense = _DENSE_SHARE * self.num_nodes
-        if self.subtree.take(nodes).sum() > dense:  # maybe free text: look one level on
+        size = self.subtree.take(nodes).sum()
+        if prune is not None and (len(nodes) > _DEPTH_FIRST or size > dense):
+            nodes, states = prune(nodes, states, out)
+            size = self.subtree.take(nodes).sum()
+        if size > dense:  # maybe free text: look one level on
             self._mark(nodes, out)
             kids, kid_states = self._children(transitions, nodes, states)
             if prune is not None and len(kids) > _DEPTH_FIRST:
                 kids, kid_states = prune(kids, kid_states, out)
-            if self.subtree.take(kids).sum() > dense:
+            # (pruning may leave deeper nodes, run exits: only a walk of level 1 goes dense)
+            level1 = not len(kids) or kids.max() < self.offsets[min(2, self.depth)]
+            if level1 and self.subtree.take(kids).sum() > dense:
                 self._walk_dense(transitions, root_states, kids, kid_states, out)
                 return
             nodes, states = kids, kid_states

@@ -11,6 +11,9 @@ their remaining bytes keeps the state, which is live) and the walk goes no deepe
 Byte sets are 128-bit: bit b for an ASCII byte b > 0, bit 0 for the NUL byte and every byte
 from 0x80. A node's set holds bit 0 when any of those is below it; a state's loop class
 holds bit 0 only when it loops on all of them, so the subset test stays sound.
+
+A node in a looping state whose subtree is not whole goes by its runs instead
+(`trie_runs`): its run tokens are allowed and the walk goes on from its live exits only.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from bisect import bisect_left
 import numpy as np
 
 from kor_cli.grammar.trie import TokenTrie, _expand, _ints
+from kor_cli.grammar.trie_runs import loop_runs
 
 _FOLD = np.where((np.arange(256) > 0) & (np.arange(256) < 128), np.arange(256), 0)
 
@@ -96,6 +100,11 @@ class LoopSkips:
 
 
 _LEARN_ALL = 2048  # a DFA of at most this many states learns every loop class at once
+# nodes in one looping state go by their runs (`trie_runs`) when their subtrees hold at least
+# _RUN_NODES nodes, at least _BUILD_SHARE of the trie when their class has no tables yet, and
+# at most _RUN_MAX_SHARE of it (more: nearly every token is a run token, and a whole-level
+# walk finds them faster)
+_RUN_NODES, _BUILD_SHARE, _RUN_MAX_SHARE = 256, 0.01, 0.4
 
 
 class LoopPrune:
@@ -106,6 +115,8 @@ class LoopPrune:
         self.skips = skips
         self.trie = trie
         self.table = table  # [num_states, 256]
+        self.flat = table.ravel()
+        self.runs = loop_runs(trie)
         # per state, the bytes it does not loop on (folded, as two words: `~` of its class)
         self.not_low = np.full(len(table), np.uint64(0xFFFF_FFFF_FFFF_FFFF))
         self.not_high = self.not_low.copy()
@@ -151,8 +162,40 @@ class LoopPrune:
         whole = outside == 0
         if not whole.any():
             return nodes, states
-        done = nodes[whole]
-        spans = _expand(self.skips.first.take(done), self.skips.last.take(done) + 1)
-        out[self.trie.token_ids.take(spans)] = True
-        keep = ~whole
-        return nodes[keep], states[keep]
+        if whole.any():
+            done = nodes[whole]
+            spans = _expand(self.skips.first.take(done), self.skips.last.take(done) + 1)
+            out[self.trie.token_ids.take(spans)] = True
+            keep = ~whole
+            nodes, states = nodes[keep], states[keep]
+        return self._runs(nodes, states, out)
+
+    def _runs(
+        self, nodes: np.ndarray, states: np.ndarray, out: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The frontier with the nodes in looping states replaced by their live run exits
+        (`trie_runs`), their run tokens set in `out`, where their subtrees' size is in the
+        range the constants above set."""
+        looping = self.loops.take(states) & (self.trie.child_count.take(nodes) > 0)
+        if not looping.any():
+            return nodes, states
+        sizes = self.trie.subtree.take(nodes)
+        keep = ~looping
+        found_nodes, found_states = [nodes], [states]
+        for state in np.unique(states[looping]).tolist():
+            mine = looping & (states == state)
+            size = int(sizes[mine].sum())
+            loops = self.table[state] == state
+            share = size / max(self.trie.num_nodes, 1)
+            if not _RUN_NODES <= size <= _RUN_MAX_SHARE * self.trie.num_nodes or (
+                share < _BUILD_SHARE and not self.runs.known(loops)
+            ):
+                keep |= mine
+                continue
+            exits = self.runs.expand(self.flat, loops, nodes[mine], states[mine], out)
+            found_nodes.append(exits[0])
+            found_states.append(exits[1])
+        if keep.all():
+            return nodes, states
+        found_nodes[0], found_states[0] = nodes[keep], states[keep]
+        return np.concatenate(found_nodes), np.concatenate(found_states)

@@ -1,0 +1,143 @@
+"""Loop runs: what a trie walk allows below a node whose state loops on a class of bytes.
+
+In `[a-z]+`, an email's atext or a hostname label, a DFA state t loops on a class L (t on every
+byte of L). Below a trie node n reached in t, a token's bytes that stay in L keep t, so it is
+allowed if they are all in L (a *run token* of n), and otherwise its fate is decided from its
+first byte outside L on (at an *exit* of n, in the state t gives that byte). `trie_loops`
+allows whole the subtrees made of L bytes only; a subtree that holds a few exits among many
+run nodes would still be walked level by level. `RunTables` finds a node's run tokens and
+exits at once, from two arrays per class in depth-first (preorder) node order, where the
+subtree of n is one range: for each node, the depth its run of L bytes started at (for a
+byte outside L: its parent's). A node below n is on n's run iff that depth is at most
+n's depth + 1.
+"""
+
+from __future__ import annotations
+
+import weakref
+
+import numpy as np
+
+from kor_cli.grammar.trie import TokenTrie, _expand
+
+_MAX_CLASSES = 16  # class tables kept per trie (about 3 bytes a trie node each)
+
+
+class _Order:
+    """Per trie: each node's depth and preorder position, and the nodes in preorder."""
+
+    def __init__(self, trie: TokenTrie) -> None:
+        n = trie.num_nodes
+        self.depth = np.zeros(n, dtype=np.int16)
+        self.pre = np.zeros(n, dtype=np.int32)
+        roots = trie.offsets[1] if trie.depth else 0
+        sizes = trie.subtree
+        self.pre[:roots] = np.cumsum(sizes[:roots]) - sizes[:roots]
+        for level in range(1, trie.depth):
+            lo, hi = trie.offsets[level], trie.offsets[level + 1]
+            parents = trie.parent[lo:hi]
+            before = np.cumsum(sizes[lo:hi]) - sizes[lo:hi]  # earlier nodes of the level
+            first = trie.child_start.take(parents) - lo  # the parent's first child
+            self.pre[lo:hi] = self.pre.take(parents) + 1 + before - before.take(first)
+            self.depth[lo:hi] = level
+        self.nodes = np.empty(n, dtype=np.int32)
+        self.nodes[self.pre] = np.arange(n, dtype=np.int32)
+
+
+class RunTables:
+    """One class's candidates: the nodes with a token inside the class and every node
+    outside it, sorted by (`start`, preorder) as the keys `start << 32 | preorder`, where
+    `start` is the depth a node's run of class bytes started at (a node outside the class:
+    its parent's). The run tokens and exits of a node n are the candidates of its subtree
+    whose start is n's own (n in the class) or n's depth + 1 (n outside it)."""
+
+    def __init__(self, trie: TokenTrie, order: _Order, loops: np.ndarray) -> None:
+        n = trie.num_nodes
+        inside = loops.take(trie.byte) if n else np.zeros(0, dtype=bool)
+        began = np.where(inside, order.depth, order.depth + 1).astype(np.int16)
+        start = began.copy()
+        for level in range(1, trie.depth):
+            lo, hi = trie.offsets[level], trie.offsets[level + 1]
+            above = began.take(trie.parent[lo:hi])  # the parent's run start
+            start[lo:hi] = above
+            began[lo:hi] = np.where(inside[lo:hi], np.minimum(above, began[lo:hi]), began[lo:hi])
+        start[inside] = began[inside]
+        self.began = began  # node → its own run's start (outside the class: depth + 1)
+        chosen = (~inside | (trie.node_token >= 0)).take(order.nodes)
+        nodes = order.nodes[chosen]  # in preorder
+        by_start = np.argsort(start.take(nodes), kind="stable")
+        nodes = nodes.take(by_start)
+        self.keys = start.take(nodes).astype(np.int64) << 32 | order.pre.take(nodes)
+        self.nodes = nodes
+        self.leaves = ~inside.take(nodes)
+
+
+class LoopRuns:
+    """Run tokens and exits of trie nodes in looping states (class tables built on use)."""
+
+    def __init__(self, trie: TokenTrie) -> None:
+        self.trie = trie
+        self._order: _Order | None = None
+        self._tables: dict[bytes, RunTables] = {}
+
+    def known(self, loops: np.ndarray) -> bool:
+        """True when the class `loops` (bool [256]) has its tables already."""
+        return np.packbits(loops).tobytes() in self._tables
+
+    def expand(
+        self,
+        transitions: np.ndarray,
+        loops: np.ndarray,
+        nodes: np.ndarray,
+        states: np.ndarray,
+        out: np.ndarray,
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """For `nodes` in `states`, states that all loop on the class `loops`: allow their
+        own tokens, run tokens and the tokens at their live exits in `out`; returns those exits and
+        their states, to walk on from."""
+        order = self._order_of()
+        tables = self._tables_of(order, loops)
+        trie = self.trie
+        at = tables.began.take(nodes).astype(np.int64) << 32 | order.pre.take(nodes)
+        lo = np.searchsorted(tables.keys, at + 1)
+        hi = np.searchsorted(tables.keys, at + trie.subtree.take(nodes))
+        spots = _expand(lo, hi)
+        below = tables.nodes.take(spots)
+        leaving = tables.leaves.take(spots)
+        tokens = trie.node_token.take(np.concatenate((nodes, below[~leaving])))
+        out[tokens[tokens >= 0]] = True
+        exits = below[leaving]
+        index = np.repeat(states, hi - lo)[leaving] << 8
+        index |= trie.byte.take(exits)
+        exit_states = transitions.take(index)
+        live = np.flatnonzero(exit_states)
+        exits = exits.take(live)
+        tokens = trie.node_token.take(exits)
+        out[tokens[tokens >= 0]] = True
+        return exits, exit_states.take(live)
+
+    def _order_of(self) -> _Order:
+        if self._order is None:
+            self._order = _Order(self.trie)
+        return self._order
+
+    def _tables_of(self, order: _Order, loops: np.ndarray) -> RunTables:
+        key = np.packbits(loops).tobytes()
+        found = self._tables.get(key)
+        if found is None:
+            found = RunTables(self.trie, order, loops)
+            if len(self._tables) >= _MAX_CLASSES:
+                self._tables.pop(next(iter(self._tables)))
+            self._tables[key] = found
+        return found
+
+
+_RUNS: weakref.WeakKeyDictionary[TokenTrie, LoopRuns] = weakref.WeakKeyDictionary()
+
+
+def loop_runs(trie: TokenTrie) -> LoopRuns:
+    """The `LoopRuns` of `trie`, one per trie (its class tables shared by every DFA)."""
+    found = _RUNS.get(trie)
+    if found is None:
+        found = _RUNS[trie] = LoopRuns(trie)
+    return found
