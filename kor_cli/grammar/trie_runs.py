@@ -63,13 +63,19 @@ class RunTables:
             began[lo:hi] = np.where(inside[lo:hi], np.minimum(above, began[lo:hi]), began[lo:hi])
         start[inside] = began[inside]
         self.began = began  # node → its own run's start (outside the class: depth + 1)
-        chosen = (~inside | (trie.node_token >= 0)).take(order.nodes)
-        nodes = order.nodes[chosen]  # in preorder
-        by_start = np.argsort(start.take(nodes), kind="stable")
-        nodes = nodes.take(by_start)
-        self.keys = start.take(nodes).astype(np.int64) << 32 | order.pre.take(nodes)
-        self.nodes = nodes
-        self.leaves = ~inside.take(nodes)
+        keys = start.astype(np.int64) << 32 | order.pre
+        # the run tokens (their ids) and the nodes outside the class, each by their keys
+        ends = _sorted(order, start, inside & (trie.node_token >= 0))
+        self.run_keys, self.run_tokens = keys.take(ends), trie.node_token.take(ends)
+        self.exits = _sorted(order, start, ~inside)
+        self.exit_keys, self.exit_bytes = keys.take(self.exits), trie.byte.take(self.exits)
+
+
+def _sorted(order: _Order, start: np.ndarray, chosen: np.ndarray) -> np.ndarray:
+    """The `chosen` nodes by (start, preorder): those in preorder, stably sorted by start
+    (small integers: a radix sort)."""
+    nodes = order.nodes[chosen.take(order.nodes)]
+    return nodes.take(np.argsort(start.take(nodes), kind="stable"))
 
 
 class LoopRuns:
@@ -93,25 +99,27 @@ class LoopRuns:
         out: np.ndarray,
     ) -> tuple[np.ndarray, np.ndarray]:
         """For `nodes` in `states`, states that all loop on the class `loops`: allow their
-        own tokens, run tokens and the tokens at their live exits in `out`; returns those exits and
-        their states, to walk on from."""
+        own tokens, run tokens and the tokens at their live exits in `out`; returns those
+        exits and their states, to walk on from."""
         order = self._order_of()
         tables = self._tables_of(order, loops)
         trie = self.trie
         at = tables.began.take(nodes).astype(np.int64) << 32 | order.pre.take(nodes)
-        lo = np.searchsorted(tables.keys, at + 1)
-        hi = np.searchsorted(tables.keys, at + trie.subtree.take(nodes))
-        spots = _expand(lo, hi)
-        below = tables.nodes.take(spots)
-        leaving = tables.leaves.take(spots)
-        tokens = trie.node_token.take(np.concatenate((nodes, below[~leaving])))
+        past = at + trie.subtree.take(nodes)  # the key just past the subtree's
+        at += 1
+        keys = tables.run_keys
+        spots = _expand(np.searchsorted(keys, at), np.searchsorted(keys, past))
+        out[tables.run_tokens.take(spots)] = True
+        tokens = trie.node_token.take(nodes)
         out[tokens[tokens >= 0]] = True
-        exits = below[leaving]
-        index = np.repeat(states, hi - lo)[leaving] << 8
-        index |= trie.byte.take(exits)
+        keys = tables.exit_keys
+        lo, hi = np.searchsorted(keys, at), np.searchsorted(keys, past)
+        spots = _expand(lo, hi)
+        index = np.repeat(states << 8, hi - lo)
+        index |= tables.exit_bytes.take(spots)
         exit_states = transitions.take(index)
         live = np.flatnonzero(exit_states)
-        exits = exits.take(live)
+        exits = tables.exits.take(spots.take(live))
         tokens = trie.node_token.take(exits)
         out[tokens[tokens >= 0]] = True
         return exits, exit_states.take(live)
