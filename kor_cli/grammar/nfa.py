@@ -35,11 +35,14 @@ def leaf_masks(root: Node) -> set[int]:
     stack = [root]
     while stack:
         node = stack.pop()
+        if type(node) is Bytes:  # most nodes: a leaf met twice adds its mask twice, harmlessly
+            masks.add(node.mask)
+            continue
         if id(node) in seen:
             continue
         seen.add(id(node))
-        if isinstance(node, Bytes):
-            masks.add(node.mask)
+        if isinstance(node, (Seq, Alt)):
+            stack.extend(node.items)
         elif isinstance(node, Automaton):
             masks.update(automaton_byte_sets(node))
         else:
