@@ -1,6 +1,7 @@
-"""Container member values of a large object as rules of their own (`json_member_rules`):
-the start rule keeps keys and punctuation, each member value is built when reached, the
-language is that of the inline grammar (and jsonschema's), and small objects stay one rule."""
+"""Container member values and other keys of a large object as rules of their own
+(`json_member_rules`): the start rule keeps named keys and punctuation, each member value
+and the keys beyond the named ones are built when reached, the language is that of the
+inline grammar (and jsonschema's), and small objects stay one rule."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from collections import OrderedDict
 from typing import Any
 
 import jsonschema
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -17,8 +19,9 @@ from kor_cli.grammar import json_member_rules
 from kor_cli.grammar.compile import GrammarOptions, compile_json_schema, serialize
 from kor_cli.grammar.json_location import LocationSpace, reorder
 from kor_cli.grammar.json_refs import Resolver
+from kor_cli.grammar.surface import GrammarMatcher, compile_grammar
 
-NAMES = [f"rule_{k}" for k in range(24)]
+NAMES = [f"rule_number_{k}" for k in range(24)]
 LEVEL = {"type": "string", "enum": ["error", "warn", "ignore"]}
 SCHEMA: dict[str, Any] = {  # coffeelint's shape: many small optional objects, open at the top
     "type": "object",
@@ -37,7 +40,7 @@ VALUES = st.one_of(
     st.fixed_dictionaries({"value": st.integers(0, 30)}),
     st.sampled_from([1, "x", None, [], [{"level": "warn"}]]),
 )
-EXTRA = st.sampled_from(["extra", "rule_", "rule_99", "rule_1x"])
+EXTRA = st.sampled_from(["extra", "", "rule_number_", "rule_number_99", "rule_number_1x"])
 INSTANCES = st.dictionaries(st.sampled_from(NAMES) | EXTRA, VALUES, max_size=6)
 
 
@@ -50,6 +53,7 @@ def grammars() -> tuple[Any, Any]:
     split = compile_json_schema(SCHEMA, GrammarOptions())
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(json_member_rules, "OBJECT_NODES", 10**9)
+        patch.setattr(json_member_rules, "KEY_STATES", 10**9)
         patch.setattr(compile_module, "_cache", OrderedDict())  # no grammar from above
         inline = compile_json_schema(SCHEMA, GrammarOptions())
     return split, inline
@@ -61,7 +65,8 @@ def test_member_values_are_rules_built_when_reached(grammars: tuple[Any, Any]) -
     start = split.rules.rule(split.rules.start)
     inline_start = inline.rules.rule(inline.rules.start)
     callees = {callee for calls in start.calls.values() for callee, _ in calls}
-    assert len(callees) >= len(NAMES)  # each member's value is a call
+    assert len(callees) >= len(NAMES) + 1  # each member's value is a call, other keys too
+    assert any(split.rules.name(k).endswith("/other-keys") for k in callees)
     assert start.dfa.num_states < inline_start.dfa.num_states // 2
 
 
@@ -80,3 +85,46 @@ def test_small_objects_stay_one_rule() -> None:
     few["definitions"] = SCHEMA["definitions"]
     grammar = compile_json_schema(few, GrammarOptions())
     assert not grammar.has_calls  # one DFA: the whole-DFA engine, as before
+
+
+WALKED = [
+    {"rule_number_3": {"level": "warn"}, "rule_number_7": {"value": 8}, "extra": [1, {"a": 2}]},
+    {"rule_number_0": {}, "rule_number_": {"level": "x"}},
+    {"rule_number_1": {"value": 1}},
+    {"rule_number_1": {"value": 3}},  # not in [1, 2]
+    {"rule_number_2": {"level": "bad"}},
+    {"rule_number_23": {}, "extra": 1},
+]
+
+
+def test_real_token_masks_walk_the_called_members(
+    grammars: tuple[Any, Any], tokenizer_info_factory: Any, qwen_tokenizer: Any
+) -> None:
+    """Qwen's own tokens (which cross key, value and member boundaries): every token of a
+    valid text is allowed, then a stop token; an invalid text is stopped somewhere."""
+    split, inline = grammars
+    info = tokenizer_info_factory("qwen")
+    compiled = compile_grammar(split, info, cache_dir="")
+    verdicts = []
+    for instance in WALKED:
+        text = _text(instance)
+        tokens = qwen_tokenizer.encode(text.decode(), add_special_tokens=False)
+        verdicts.append(_walks(compiled, info, tokens))
+        assert verdicts[-1] == inline.accepts(text), text
+    assert verdicts == [True, True, True, False, False, True]
+
+
+def _walks(compiled: Any, info: Any, tokens: list[int]) -> bool:
+    matcher = GrammarMatcher(compiled)
+    buf = np.zeros((1, compiled.words), dtype=np.int32)
+
+    def allowed(token: int) -> bool:
+        buf[:] = 0
+        matcher.fill_next_token_bitmask(buf, 0)
+        return bool(int(buf[0, token >> 5]) >> (token & 31) & 1)
+
+    for token in tokens:
+        if not allowed(token):
+            return False
+        assert matcher.accept_token(token)
+    return any(allowed(stop) for stop in info.stop_ids)

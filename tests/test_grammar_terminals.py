@@ -103,10 +103,10 @@ def _walks(compiled: Any, info: Any, tokens: list[int]) -> bool:
 
 def test_only_strings_that_surely_generate_are_split() -> None:
     text = seq(literal('"'), repeat(literal("a"), 0, 60), literal('"'))
-    assert json_terminals._string(text) and json_terminals._nonempty(text)
+    assert json_terminals._string(text) and json_terminals.surely_nonempty(text)
     assert json_terminals._states(text, 1000) >= json_terminals.VALUE_STATES
     product = intersect(text, seq(literal('"'), literal("b"), literal('"')))
-    assert json_terminals._string(product) and not json_terminals._nonempty(product)
+    assert json_terminals._string(product) and not json_terminals.surely_nonempty(product)
     assert not json_terminals._string(alt(text, literal("1")))
     empty = Automaton(compile_module.compile_ast(product, 100))
-    assert not json_terminals._nonempty(empty)
+    assert not json_terminals.surely_nonempty(empty)

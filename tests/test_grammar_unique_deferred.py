@@ -22,11 +22,12 @@ from hypothesis import strategies as st
 
 from kor_cli.grammar import compile as compile_module
 from kor_cli.grammar import json_unique
-from kor_cli.grammar.ast import Automaton, difference
+from kor_cli.grammar.ast import Automaton, Bytes, alt, difference, literal, repeat, seq
 from kor_cli.grammar.compile import compile_json_schema, serialize
 from kor_cli.grammar.fsm import compile_ast
 from kor_cli.grammar.json_rules import RuleBook
 from kor_cli.grammar.json_schema import SchemaCompiler
+from kor_cli.grammar.json_values import string_node
 from kor_cli.grammar.unique_matcher import unique_token_sets
 from kor_cli.grammar.vocab import TokenizerInfo
 
@@ -121,3 +122,51 @@ def test_distinct_enum_array_rule_is_the_inline_language(monkeypatch: pytest.Mon
     assert not any(name.endswith("/distinct") for name in inline.rules.names.values())
     for a, b in ((view, inline.dfa), (inline.dfa, view)):
         assert compile_ast(difference(Automaton(a), Automaton(b)), 10**6).is_empty()
+
+
+LEAVES = st.one_of(
+    st.binary(max_size=3).map(literal),
+    st.integers(0, (1 << 256) - 1).map(lambda m: Bytes(m) if m else literal(b"x")),
+    st.sampled_from([string_node(), string_node(1, 3), literal(b"")]),
+)
+NODES = st.recursive(
+    LEAVES,
+    lambda inner: st.one_of(
+        st.lists(inner, min_size=1, max_size=3).map(lambda xs: seq(*xs)),
+        st.lists(inner, min_size=1, max_size=3).map(lambda xs: alt(*xs)),
+        st.tuples(inner, st.integers(0, 2), st.sampled_from([None, 0, 1, 3])).map(
+            lambda t: repeat(t[0], t[1], t[2] if t[2] is None else max(t[1], t[2]))
+        ),
+    ),
+    max_leaves=8,
+)
+
+
+@given(NODES)
+@settings(max_examples=200, deadline=None, suppress_health_check=list(HealthCheck))
+def test_surely_many_means_more_than_max_values(node: Any) -> None:
+    """`surely_many` on the AST alone implies `finite_texts` of the DFA finds too many
+    strings (so a checked array need not build the item DFA to know it is no enum)."""
+    if json_unique.surely_many(node):
+        assert json_unique.finite_texts(compile_ast(node, 10_000)) is None
+
+
+def test_surely_many_items_are_checked_without_their_dfa(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A `uniqueItems` array of plain strings is a checked array whose item DFA is built
+    when the array is first reached (not at compile time); duplicates are still refused."""
+    schema = {"type": "array", "items": {"type": "string", "minLength": 1}, "uniqueItems": True}
+    settled: list[Any] = []
+    monkeypatch.setattr(compile_module, "_cache", OrderedDict())
+    original = SchemaCompiler.settle
+
+    def settle(self: SchemaCompiler, node: Any) -> Any:
+        settled.append(node)
+        return original(self, node)
+
+    monkeypatch.setattr(SchemaCompiler, "settle", settle)
+    grammar = compile_json_schema(schema)
+    assert grammar.has_calls and not settled
+    assert grammar.accepts(b'["a","b"]') and not grammar.accepts(b'["a","a"]')
+    assert not grammar.accepts(b'[""]')

@@ -57,6 +57,7 @@ from kor_cli.grammar.json_unique import (
     distinct_array,
     distinct_sequence,
     finite_texts,
+    surely_many,
 )
 from kor_cli.grammar.json_values import BOOLEAN, NULL, string_node
 from kor_cli.grammar.unique_items import item_language
@@ -181,6 +182,9 @@ def _unique(
     if prefix:
         c.fail("uniqueItems", pointer, "'uniqueItems' with prefixItems is not supported")
         return node
+    name = pointer if "#" in pointer else "#" + pointer
+    if not c.exact and lo <= 1 and surely_many(item):  # checked; item DFA built when reached
+        return _checked(c, item, lo, hi, name)
     settled = c.settle(item)[0]
     if is_nothing(settled):  # no item can exist: only the empty array
         return intersect(node, seq(OPEN_BRACKET, CLOSE_BRACKET))
@@ -199,14 +203,19 @@ def _unique(
         return node
     if lo > 1 and not item_language(settled.dfa).at_least(lo):  # an item exists: lo <= 1 holds
         return NOTHING  # fewer distinct values than minItems
+    return _checked(c, settled, lo, hi, name)
+
+
+def _checked(c: SchemaCompiler, item: Node, lo: int, hi: int | None, name: str) -> Node:
+    """A `uniqueItems` array rule over the item rule `item` (call-free), checked at run time
+    (`RuleBook.checked_array`): the item's DFA is built when the rule first is."""
 
     def array(call: Node) -> Node:
         return seq(OPEN_BRACKET, repeat(call, lo, hi, c.item_sep), CLOSE_BRACKET)
 
     # the DFA view (for DFA-only consumers) under-approximates: at most one item
-    view = seq(OPEN_BRACKET, repeat(settled, lo, 1), CLOSE_BRACKET)
-    name = pointer if "#" in pointer else "#" + pointer
-    return c.rules.checked_array(settled, array, lambda _: view if lo <= 1 else NOTHING, name)
+    view = seq(OPEN_BRACKET, repeat(item, lo, 1), CLOSE_BRACKET)
+    return c.rules.checked_array(item, array, lambda _: view if lo <= 1 else NOTHING, name)
 
 
 def _containing(

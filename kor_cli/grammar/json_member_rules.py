@@ -20,6 +20,7 @@ from kor_cli.grammar.ast import Node
 from kor_cli.grammar.json_rule_walk import Call, container, size
 from kor_cli.grammar.json_rules import RuleBook
 
+KEY_STATES = 256  # the excluded names' estimated DFA states from which other keys are a rule
 OBJECT_NODES = 400  # an object's container values (AST nodes) from which they split
 VALUE_NODES = 24  # a container value's AST nodes from which it is a rule
 
@@ -43,3 +44,12 @@ def _size(value: Node) -> int:
     if isinstance(value, Call) or not container(value):
         return 0
     return size(value, OBJECT_NODES)
+
+
+def extra_key(rules: RuleBook, key: Node, names: tuple[str, ...], pointer: str) -> Node:
+    """`key` (the keys of members beyond `names`: any string but those, maybe split by
+    patterns; never empty) as a call to a rule of its own when `names` are long in all."""
+    if sum(len(name) + 2 for name in names) < KEY_STATES:
+        return key
+    name = (pointer if "#" in pointer else "#" + pointer) + "/other-keys"
+    return rules.fixed(name, lambda: key, key=("other keys", id(key)))

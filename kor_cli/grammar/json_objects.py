@@ -74,6 +74,8 @@ def obj(c: SchemaCompiler, facts: Facts, loc: Location, pos: bool) -> Node:
     for key, parts in shape.extras(c.other_key(loc.names)):
         for names_node in names_nodes:
             key = intersect(key, names_node)
+        if pos and not c.exact and not names_nodes:
+            key = member_rules.extra_key(c.rules, key, loc.names, loc_pointer(facts))
         value = c.member(parts, loc.child(None), pos) if pos else c.loose()
         tails.append(seq(key, c.key_sep, value))
     lo, hi = facts.min_props, facts.max_props

@@ -134,6 +134,7 @@ class SchemaCompiler:
         self.subtracted: list[tuple[str, str]] = []  # (keyword, pointer) of subtractions
         self._patterns: dict[tuple[str, bool], Node] = {}
         self._numbers: dict[tuple[Any, ...], Node] = {}
+        self._formats: dict[str, Node] = {}  # format name -> its quoted regex, parsed once
 
     def _target(self, schema: dict[str, Any]) -> Any:
         """The target of `schema`'s `$ref` (None if it cannot be resolved)."""
@@ -348,7 +349,10 @@ class SchemaCompiler:
         ]
         for name, pointer in facts.formats if pos else ():
             if name in FORMATS:
-                constraints.append(quoted(fullmatch(FORMATS[name], STRICT)))
+                found = self._formats.get(name)
+                if found is None:
+                    found = self._formats[name] = quoted(fullmatch(FORMATS[name], STRICT))
+                constraints.append(found)
             else:
                 self.fail("format", pointer, f"format {name!r} is not supported")
         if not constraints:

@@ -31,7 +31,7 @@ def split(rules: RuleBook, members: list[tuple[str, Node, str]]) -> list[tuple[s
         return members
     out = []
     for (name, value, pointer), size in zip(members, sizes, strict=True):
-        if size >= VALUE_STATES and _nonempty(value):
+        if size >= VALUE_STATES and surely_nonempty(value):
             value = rules.fixed(pointer or "#", lambda v=value: v, key=("terminal", id(value)))
         out.append((name, value, pointer))
     return out
@@ -71,17 +71,17 @@ def _states(node: Node, limit: int) -> int:
     return limit if isinstance(node, Join) else 1
 
 
-def _nonempty(node: Node) -> bool:
+def surely_nonempty(node: Node) -> bool:
     """Whether `node` certainly generates a string, from its AST alone (False: unknown)."""
     if isinstance(node, Bytes):
         return node.mask != 0
     if isinstance(node, Seq):
-        return all(_nonempty(x) for x in node.items)
+        return all(surely_nonempty(x) for x in node.items)
     if isinstance(node, Alt):
-        return any(_nonempty(x) for x in node.items)
+        return any(surely_nonempty(x) for x in node.items)
     if isinstance(node, Repeat):
-        item = node.min == 0 or _nonempty(node.item)
-        return item and (node.min < 2 or node.sep is None or _nonempty(node.sep))
+        item = node.min == 0 or surely_nonempty(node.item)
+        return item and (node.min < 2 or node.sep is None or surely_nonempty(node.sep))
     if isinstance(node, Automaton):
         return not node.dfa.is_empty()
     return False  # products, calls, joins: not decided here

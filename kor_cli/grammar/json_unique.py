@@ -19,8 +19,9 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from kor_cli.grammar.ast import Automaton, Node, literal, repeat, seq
+from kor_cli.grammar.ast import Alt, Automaton, Bytes, Node, Repeat, Seq, literal, repeat, seq
 from kor_cli.grammar.fsm import ByteDFA, minimal
+from kor_cli.grammar.json_terminals import surely_nonempty
 
 if TYPE_CHECKING:
     from kor_cli.grammar.json_keywords import Part
@@ -54,6 +55,22 @@ def finite_texts(dfa: ByteDFA, limit: int = MAX_VALUES) -> list[bytes] | None:
         return True
 
     return out if walk(dfa.start, b"") else None
+
+
+def surely_many(node: Node, limit: int = MAX_VALUES) -> bool:
+    """Whether `node` certainly has more than `limit` strings, from its AST alone (False:
+    unknown), so `finite_texts` of its DFA would be None without building that DFA."""
+    if isinstance(node, Bytes):
+        return node.mask.bit_count() > limit
+    if isinstance(node, Automaton):
+        return finite_texts(node.dfa, limit) is None
+    if isinstance(node, Seq):  # x -> a x b is one-to-one for fixed strings a, b
+        return all(map(surely_nonempty, node.items)) and any(surely_many(x) for x in node.items)
+    if isinstance(node, Alt):
+        return any(surely_many(x, limit) for x in node.items)
+    if isinstance(node, Repeat):  # one copy (no separator) is among its strings
+        return (node.max is None or node.max >= 1) and surely_many(node.item, limit)
+    return False  # products, joins, calls
 
 
 def distinct_sequence(values: list[bytes], separator: bytes) -> ByteDFA:
