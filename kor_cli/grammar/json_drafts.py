@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 from kor_cli.errors import GrammarError
@@ -59,6 +60,7 @@ _SCHEMA_ONE = (
     "additionalProperties", "not", "if", "then", "else", "contains", "propertyNames",
     "unevaluatedItems", "unevaluatedProperties", "contentSchema",
 )  # fmt: skip
+_SUBSCHEMA_KEYS = frozenset((*_SCHEMA_MAPS, *_SCHEMA_LISTS, *_SCHEMA_ONE, "dependencies", "items"))
 _NAVIGABLE = frozenset({"$defs", "definitions"})  # kept for pointers beside an old $ref
 _PATTERNS = (
     (re.compile(r"draft-0?3\b"), "draft-03"),
@@ -72,6 +74,8 @@ _PATTERNS = (
 
 def escape_pointer(token: str) -> str:
     """One JSON pointer reference token."""
+    if "~" not in token and "/" not in token:
+        return token
     return token.replace("~", "~0").replace("/", "~1")
 
 
@@ -81,12 +85,12 @@ class Draft:
 
     name: str = "2020-12"
 
-    @property
+    @cached_property
     def old(self) -> bool:
         """Before 2019-09: keywords beside `$ref` are ignored, `$id: "#x"` is an anchor."""
         return self.name in ("draft-04", "draft-06", "draft-07")
 
-    @property
+    @cached_property
     def id_keyword(self) -> str:
         return "id" if self.name == "draft-04" else "$id"
 
@@ -104,29 +108,30 @@ class Draft:
         """The direct subschemas of `schema` (every position this draft reads as a schema,
         also beside an old-draft `$ref`, so that pointers and `$id`s resolve)."""
         out: list[tuple[Any, str]] = []
-
-        def at(*tokens: str | int) -> str:
-            return pointer + "".join("/" + escape_pointer(str(t)) for t in tokens)
-
+        present = _SUBSCHEMA_KEYS.intersection(schema)
+        if not present:  # most schema objects are leaves
+            return out
         for key in _SCHEMA_MAPS:
-            value = schema.get(key)
+            value = schema.get(key) if key in present else None
             if isinstance(value, dict):
-                out += [(sub, at(key, name)) for name, sub in value.items()]
-        dependencies = schema.get("dependencies")
+                at = f"{pointer}/{key}/"
+                out += [(sub, at + escape_pointer(name)) for name, sub in value.items()]
+        dependencies = schema.get("dependencies") if "dependencies" in present else None
         if isinstance(dependencies, dict):
-            out += [(s, at("dependencies", n)) for n, s in dependencies.items() if _is_schema(s)]
+            at = f"{pointer}/dependencies/"
+            out += [(s, at + escape_pointer(n)) for n, s in dependencies.items() if _is_schema(s)]
         for key in _SCHEMA_LISTS:
-            value = schema.get(key)
+            value = schema.get(key) if key in present else None
             if isinstance(value, list):
-                out += [(sub, at(key, i)) for i, sub in enumerate(value)]
+                out += [(sub, f"{pointer}/{key}/{i}") for i, sub in enumerate(value)]
         items = schema.get("items")
         if isinstance(items, list):
-            out += [(sub, at("items", i)) for i, sub in enumerate(items)]
+            out += [(sub, f"{pointer}/items/{i}") for i, sub in enumerate(items)]
             if "additionalItems" in schema:
-                out.append((schema["additionalItems"], at("additionalItems")))
-        elif "items" in schema:
-            out.append((items, at("items")))
-        out += [(schema[key], at(key)) for key in _SCHEMA_ONE if key in schema]
+                out.append((schema["additionalItems"], pointer + "/additionalItems"))
+        elif "items" in present:
+            out.append((items, pointer + "/items"))
+        out += [(schema[key], f"{pointer}/{key}") for key in _SCHEMA_ONE if key in present]
         return out
 
 

@@ -34,6 +34,7 @@ class Resolver:
         self.pointer_of: dict[int, str] = {}
         self.documents: dict[str, tuple[Any, str]] = {}
         self.anchors: dict[str, tuple[Any, str]] = {}
+        self._walked: dict[tuple[str, str], tuple[Any, str]] = {}  # (uri, pointer) -> target
         self._index(root, DEFAULT_BASE, "", self.draft)
         self.documents.setdefault(DEFAULT_BASE, (root, ""))
 
@@ -79,8 +80,11 @@ class Resolver:
             )
         document, doc_pointer = self.documents[uri]
         if not fragment or fragment.startswith("/"):
-            target, target_pointer = _walk(document, fragment, ref, pointer)
-            return target, doc_pointer + target_pointer
+            found = self._walked.get((uri, fragment))
+            if found is None:  # a GrammarError is raised again each time
+                target, target_pointer = _walk(document, fragment, ref, pointer)
+                found = self._walked[(uri, fragment)] = (target, doc_pointer + target_pointer)
+            return found
         found = self.anchors.get(f"{uri}#{fragment}")
         if found is None:
             raise GrammarError(f"unknown anchor in {ref!r}", keyword="$ref", pointer=pointer)
