@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
+from typing import Any
 from unittest import mock
 
 import numpy as np
@@ -248,3 +249,23 @@ def brute_masks(
         mask[list(stops)] = bool(dfa.accepting[state]) and live[state]
         out[state] = mask
     return out
+
+
+def token_walk(compiled: Any, info: Any, tokens: Sequence[int]) -> bool:
+    """Whether `GrammarMatcher(compiled)`'s masks allow every token of `tokens` in turn and
+    then a stop token (each allowed token accepted)."""
+    from kor_cli.grammar.surface import GrammarMatcher
+
+    matcher = GrammarMatcher(compiled)
+    buf = np.zeros((1, compiled.words), dtype=np.int32)
+
+    def allowed(token: int) -> bool:
+        buf[:] = 0
+        matcher.fill_next_token_bitmask(buf, 0)
+        return bool(int(buf[0, token >> 5]) >> (token & 31) & 1)
+
+    for token in tokens:
+        if not allowed(token):
+            return False
+        assert matcher.accept_token(token)
+    return any(allowed(stop) for stop in info.stop_ids)

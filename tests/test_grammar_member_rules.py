@@ -9,8 +9,8 @@ from collections import OrderedDict
 from typing import Any
 
 import jsonschema
-import numpy as np
 import pytest
+from grammar_helpers import token_walk
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -19,7 +19,7 @@ from kor_cli.grammar import json_member_rules
 from kor_cli.grammar.compile import GrammarOptions, compile_json_schema, serialize
 from kor_cli.grammar.json_location import LocationSpace, reorder
 from kor_cli.grammar.json_refs import Resolver
-from kor_cli.grammar.surface import GrammarMatcher, compile_grammar
+from kor_cli.grammar.surface import compile_grammar
 
 NAMES = [f"rule_number_{k}" for k in range(24)]
 LEVEL = {"type": "string", "enum": ["error", "warn", "ignore"]}
@@ -109,22 +109,6 @@ def test_real_token_masks_walk_the_called_members(
     for instance in WALKED:
         text = _text(instance)
         tokens = qwen_tokenizer.encode(text.decode(), add_special_tokens=False)
-        verdicts.append(_walks(compiled, info, tokens))
+        verdicts.append(token_walk(compiled, info, tokens))
         assert verdicts[-1] == inline.accepts(text), text
     assert verdicts == [True, True, True, False, False, True]
-
-
-def _walks(compiled: Any, info: Any, tokens: list[int]) -> bool:
-    matcher = GrammarMatcher(compiled)
-    buf = np.zeros((1, compiled.words), dtype=np.int32)
-
-    def allowed(token: int) -> bool:
-        buf[:] = 0
-        matcher.fill_next_token_bitmask(buf, 0)
-        return bool(int(buf[0, token >> 5]) >> (token & 31) & 1)
-
-    for token in tokens:
-        if not allowed(token):
-            return False
-        assert matcher.accept_token(token)
-    return any(allowed(stop) for stop in info.stop_ids)

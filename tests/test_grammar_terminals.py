@@ -8,15 +8,15 @@ import json
 from collections import OrderedDict
 from typing import Any
 
-import numpy as np
 import pytest
+from grammar_helpers import token_walk
 
 from kor_cli.grammar import compile as compile_module
 from kor_cli.grammar import json_objects, json_terminals
 from kor_cli.grammar.ast import Automaton, alt, intersect, literal, repeat, seq
 from kor_cli.grammar.compile import GrammarOptions, compile_json_schema
 from kor_cli.grammar.json_schema import SchemaCompiler
-from kor_cli.grammar.surface import GrammarMatcher, compile_grammar
+from kor_cli.grammar.surface import compile_grammar
 
 LONG = {"type": "string", "maxLength": 120}
 STAMP = {"type": "string", "format": "date-time"}
@@ -82,23 +82,7 @@ def test_real_token_masks_walk_the_called_strings(
             tokens = [single[bytes([b])] for b in text]
         else:
             tokens = qwen_tokenizer.encode(text.decode(), add_special_tokens=False)
-        assert _walks(compiled, info, tokens) == valid, text
-
-
-def _walks(compiled: Any, info: Any, tokens: list[int]) -> bool:
-    matcher = GrammarMatcher(compiled)
-    buf = np.zeros((1, compiled.words), dtype=np.int32)
-
-    def allowed(token: int) -> bool:
-        buf[:] = 0
-        matcher.fill_next_token_bitmask(buf, 0)
-        return bool(int(buf[0, token >> 5]) >> (token & 31) & 1)
-
-    for token in tokens:
-        if not allowed(token):
-            return False
-        assert matcher.accept_token(token)
-    return any(allowed(stop) for stop in info.stop_ids)
+        assert token_walk(compiled, info, tokens) == valid, text
 
 
 def test_only_strings_that_surely_generate_are_split() -> None:
