@@ -148,21 +148,25 @@ class TokenTrie:
         states = root_states.take(nodes)
         dense = _DENSE_SHARE * self.num_nodes
         size = self.subtree.take(nodes).sum()
+        pruned = False  # whether `nodes` were offered to `prune`
         if prune is not None and (len(nodes) > _DEPTH_FIRST or size > dense):
             nodes, states = prune(nodes, states, out)
+            pruned = True
             size = self.subtree.take(nodes).sum()
         if size > dense:  # maybe free text: look one level on
             self._mark(nodes, out)
             kids, kid_states = self._children(transitions, nodes, states)
+            pruned = False
             if prune is not None and len(kids) > _DEPTH_FIRST:
                 kids, kid_states = prune(kids, kid_states, out)
+                pruned = True
             # (pruning may leave deeper nodes, run exits: only a walk of level 1 goes dense)
             level1 = not len(kids) or kids.max() < self.offsets[min(2, self.depth)]
             if level1 and self.subtree.take(kids).sum() > dense:
                 self._walk_dense(transitions, root_states, kids, kid_states, out)
                 return
             nodes, states = kids, kid_states
-        self._walk_sparse(transitions, nodes, states, out, prune)
+        self._walk_sparse(transitions, nodes, states, out, prune, pruned)
         if len(self.same_ids):  # tokens spelled like an earlier one share its fate
             out[self.same_ids] = out.take(self.same_as)
 
@@ -192,16 +196,19 @@ class TokenTrie:
         states: np.ndarray,
         out: np.ndarray,
         prune: Prune = None,
+        pruned: bool = False,
     ) -> None:
         """Follow the live `nodes` (with `states`) down: whole-array steps while they are
         many, depth first while they are few (once a depth-first walk has run out of
-        budget, only while their whole subtrees are few)."""
+        budget, only while their whole subtrees are few). `pruned`: `nodes` have been
+        offered to `prune` already."""
         reached = []
         spent = False  # a depth-first walk ran out of budget: many nodes live below
         while len(nodes):
             reached.append(nodes)
-            if prune is not None and len(nodes) > _DEPTH_FIRST:  # a wide frontier
+            if prune is not None and len(nodes) > _DEPTH_FIRST and not pruned:  # wide
                 nodes, states = prune(nodes, states, out)
+            pruned = False
             if len(nodes) <= _DEPTH_FIRST and (
                 not spent or self.subtree.take(nodes).sum() <= _DEPTH_FIRST
             ):
