@@ -188,7 +188,9 @@ def check_splits(
             ids = sorted_.ids
             assert set(np.flatnonzero(unpack(got_stays))) == {int(ids[p]) for p in stays}
             walked = candidates - escaping.keys()
-            assert set(np.flatnonzero(unpack(got_candidates))) == {int(ids[p]) for p in walked}
+            got = set() if got_candidates is None else set(np.flatnonzero(unpack(got_candidates)))
+            assert got == {int(ids[p]) for p in walked}
+            assert (got_candidates is None) == (not split.ranges and not split.singles)
 
 
 def check_crossing_candidates(

@@ -221,6 +221,34 @@ def test_filled_rows_equal_the_reference_past_the_mask_cache(name: str) -> None:
                     config = reference.step(config, text[at])
 
 
+@pytest.mark.parametrize("name", ["tree", "rpc", "nullable"])
+def test_masks_share_frame_arrays_without_writing_them(name: str) -> None:
+    # a one-stack configuration whose top frame reads no escape and cannot end shares its
+    # frame's `stays` array: no later mask (ORs, escapes read) may write into it, and the
+    # memory figure counts a shared array once
+    rules = rules_of(GRAMMARS[name])
+    grammar = PushdownGrammar(rules, TOY)
+    texts = sample_texts(rules, 6, seed=3)
+    frames = grammar.frames
+    seen: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+    shared = 0
+    for text in texts:
+        matcher = PushdownMatcher(grammar)
+        for at in range(len(text) + 1):
+            words = matcher.packed_mask()
+            for mask in frames._masks.values():
+                seen.setdefault(id(mask.stays), (mask.stays, mask.stays.copy()))
+            shared += any(words.base is stays for stays, _ in seen.values())
+            if at < len(text):
+                assert matcher.accept_bytes(text[at : at + 1])
+    assert shared  # some configuration's mask is a frame's own array
+    for stays, before in seen.values():
+        assert np.array_equal(stays, before)
+    arrays = {id(w): w for w in (*grammar._stack_masks.values(), *grammar._masks.values())}
+    own = sum(w.nbytes for k, w in arrays.items() if k not in seen and w is not frames.stop_words)
+    assert grammar.nbytes == frames.nbytes + own
+
+
 def test_left_recursion_is_refused_before_matching() -> None:
     with pytest.raises(GrammarError, match="left recursion"):
         PushdownGrammar(rules_of({0: alt(seq(call(0), literal("+1")), literal("1"))}), TOY)

@@ -225,17 +225,18 @@ class FrameMasks:
                 stays |= inner.stays
                 extra.append(inner.escape_tokens)
         assert stays is not None  # `here` holds `state`
-        called = np.unique(np.concatenate(extra)) if extra else np.zeros(0, np.int64)
-        if len(called):
-            if candidates is None:
-                candidates = np.zeros(self.words, dtype="<u4")
-            _set(candidates, called)
+        called: np.ndarray | None = None  # the callees' escaping tokens, as words
+        if extra:
+            called = np.zeros(self.words, dtype="<u4")
+            for tokens in extra:
+                _set(called, tokens)
+            candidates = called.copy() if candidates is None else candidates | called
         if candidates is not None:
             candidates &= ~stays
             ids_array = _ids(candidates, self.info.vocab_size)
         else:
-            ids_array = np.zeros(0, dtype=np.int64)
-        rows = [_less(walked, stays, ids_array)] if walked else []
+            ids_array = _NO_IDS
+        rows = [_less(walked, stays, candidates if len(ids_array) else None)] if walked else []
         if len(ids_array):
             self.candidates += len(ids_array)
             slow = ids_array
@@ -244,8 +245,8 @@ class FrameMasks:
                     self._sorted, ids_array, state, table.table, *self._kinds(rule_id, table)
                 )
                 slow_rows = ~settled
-                if len(called):
-                    through = np.isin(ids_array, called)
+                if called is not None:
+                    through = _has(called, ids_array)
                     if through.any():
                         slow_rows = decide_returns(
                             self, table, state, ids_array, through, settled, where, stays
@@ -313,7 +314,7 @@ class FrameMasks:
             by_bytes, crossing = split_words(self._sorted, split, self.words)
             if not self._calls:
                 return by_bytes, None, []
-            return by_bytes, crossing if split.ranges or split.singles else None, split.escapes
+            return by_bytes, crossing, split.escapes
         indexes = self._rule_indexes(rule_id, table)
         by_bytes = indexes.by_bytes.packed(at) & self._keep
         if indexes.crossing is None:
@@ -379,6 +380,10 @@ class FrameMasks:
         ]
         return frames + sum(indexes)
 
+    def arrays(self) -> set[int]:
+        """The ids of the arrays `nbytes` counts as frames' (stacks may share them)."""
+        return {id(m.stays) for m in self._masks.values()} | {id(self.stop_words)}
+
     @property
     def built(self) -> int:
         """How many frame masks are built."""
@@ -418,29 +423,39 @@ def _crossing_dfa(table: np.ndarray, crossing: np.ndarray) -> Any:
 
 
 def _less(
-    walked: list[tuple[np.ndarray, np.ndarray]], stays: np.ndarray, candidates: np.ndarray
+    walked: list[tuple[np.ndarray, np.ndarray]],
+    stays: np.ndarray,
+    candidates: np.ndarray | None,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """The escape rows the walks found, less the tokens that stay or are candidates (the
-    simulation tells all of their ways)."""
+    """The escape rows the walks found, less the tokens that stay or are candidates (as
+    words; the simulation tells all of their ways)."""
     tokens = np.concatenate([t for t, _ in walked])
     offsets = np.concatenate([o for _, o in walked])
     if len(walked) > 1:  # walks from several states may find one row twice
         keys = np.unique(tokens << 16 | offsets)
         tokens, offsets = keys >> 16, keys & 0xFFFF
-    keep = (stays[tokens >> 5] >> (tokens & 31).astype("<u4")) & 1 == 0
-    if len(candidates):
-        keep &= ~np.isin(tokens, candidates)
+    keep = ~_has(stays, tokens)
+    if candidates is not None:
+        keep &= ~_has(candidates, tokens)
     return tokens[keep], offsets[keep]
+
+
+def _has(words: np.ndarray, ids: np.ndarray) -> np.ndarray:
+    """Bool per token of `ids`: its bit is set in packed `words`."""
+    return (words[ids >> 5] >> (ids & 31).astype("<u4")) & 1 == 1
 
 
 def _offset_rows(tokens: np.ndarray, where: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
     """Escape rows of tokens from their offset bits (bit k: escapes before byte k)."""
-    rows = []
-    for offset in range(1, WIDTH):
-        hit = (where >> offset & 1).astype(bool)
-        if hit.any():
-            rows.append((tokens[hit], np.full(int(hit.sum()), offset, dtype=np.int64)))
-    return rows
+    if not len(tokens):
+        return []
+    # bit k of each token's `where` (k = 1..WIDTH-1), offset major: rows by offset, then
+    # tokens in their order
+    offsets, at = np.nonzero((where[None, :] >> _OFFSETS[:, None]) & 1)
+    return [(tokens[at], _OFFSETS[offsets])]
+
+
+_OFFSETS = np.arange(1, WIDTH, dtype=np.int64)
 
 
 def _words(ids: np.ndarray, words: int) -> np.ndarray:
@@ -453,6 +468,9 @@ def _words(ids: np.ndarray, words: int) -> np.ndarray:
 def _set(words: np.ndarray, ids: np.ndarray) -> None:
     """Set the bits of token `ids` in packed words."""
     np.bitwise_or.at(words, ids >> 5, (1 << (ids & 31)).astype("<u4"))
+
+
+_NO_IDS = np.zeros(0, dtype=np.int64)
 
 
 def _ids(words: np.ndarray, vocab_size: int) -> np.ndarray:

@@ -283,15 +283,19 @@ def _ranges_after(
     return made
 
 
-def split_words(sorted_: SortedTokens, split: Split, words: int) -> tuple[np.ndarray, np.ndarray]:
+def split_words(
+    sorted_: SortedTokens, split: Split, words: int
+) -> tuple[np.ndarray, np.ndarray | None]:
     """The packed words of a split's tokens read by bytes, and of its candidates (less
-    those read by bytes)."""
+    those read by bytes; None when it has none)."""
     ids = sorted_.ids
     stays = _words(ids[np.asarray(split.stays, dtype=np.int64)], words)
     parts = [ids[lo:hi] for lo, hi in split.ranges]
     if split.singles:
         parts.append(ids[np.asarray(split.singles, dtype=np.int64)])
-    candidates = _words(np.concatenate(parts), words) if parts else np.zeros(words, "<u4")
+    if not parts:
+        return stays, None
+    candidates = _words(np.concatenate(parts), words)
     candidates &= ~stays
     return stays, candidates
 

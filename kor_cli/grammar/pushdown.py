@@ -65,8 +65,9 @@ class PushdownGrammar:
     def nbytes(self) -> int:
         """Memory held by the masks: frames (and the rules' token indexes), stacks and
         configurations."""
-        cached = [*self._stack_masks.values(), *self._masks.values()]
-        return self.frames.nbytes + sum(words.nbytes for words in cached)
+        shared = self.frames.arrays()  # a one-frame stack's mask is its frame's array
+        cached = {id(w): w for w in (*self._stack_masks.values(), *self._masks.values())}
+        return self.frames.nbytes + sum(w.nbytes for k, w in cached.items() if k not in shared)
 
     def mask(self, config: Config) -> np.ndarray:
         """Packed uint32 words of the tokens allowed in `config` (read-only, shared)."""
@@ -87,11 +88,10 @@ class PushdownGrammar:
         if found is None:
             if not config:
                 return self._nothing
-            words = None
-            for stack in config:
-                part = self._stack_mask(stack)
-                words = part.copy() if words is None else words | part
-            assert words is not None
+            stacks = iter(config)
+            words = self._stack_mask(next(stacks))  # one stack: its mask, shared as is
+            for stack in stacks:
+                words = words | self._stack_mask(stack)
             if len(self._masks) >= _MAX_CACHED:
                 oldest = next(iter(self._masks))
                 del self._masks[oldest]
@@ -104,15 +104,15 @@ class PushdownGrammar:
         if found is not None:
             return found
         stacks, frames = self.stacks, self.frames
-        words = np.zeros(frames.words, dtype="<u4")
+        words: np.ndarray | None = None  # a frame's own `stays` until something is added
         at = stack
         while True:
             if at == EMPTY:
-                words |= frames.stop_words
+                words = frames.stop_words if words is None else words | frames.stop_words
                 break
             rule_id, state, below = stacks.frame(at)
             frame = frames.get(rule_id, state)
-            words |= frame.stays
+            words = frame.stays if words is None else words | frame.stays
             follow = stacks.next_bytes((below,)) & frame.escape_bytes if frame.escape_bytes else 0
             read: list[int] = []
             while follow:  # the escapes whose first byte after the frame the caller reads
@@ -123,6 +123,8 @@ class PushdownGrammar:
                         read += escape.tokens
             if read:
                 ids = np.asarray(read, dtype=np.int64)
+                if words is frame.stays:
+                    words = words.copy()  # never into a frame's own array
                 np.bitwise_or.at(words, ids >> 5, np.left_shift(1, ids & 31).astype("<u4"))
             if not frame.ends:
                 break
