@@ -37,6 +37,7 @@ from kor_cli.grammar.string_body import BodyChains, BodyTokens
 from kor_cli.grammar.table_cache import load_or_build
 from kor_cli.grammar.trie import TokenTrie
 from kor_cli.grammar.trie_loops import LoopPrune, LoopSkips
+from kor_cli.grammar.trie_runs import loop_runs
 from kor_cli.grammar.vocab import TokenizerInfo
 
 FORCED_LIMIT = 256
@@ -87,9 +88,11 @@ def token_trie(info: TokenizerInfo) -> TokenTrie:
 
 
 def shared_nbytes(info: TokenizerInfo) -> int:
-    """Memory held by the tables shared per tokenizer: the trie and string-body tables."""
+    """Memory held by the tables shared per tokenizer: the trie, string-body tables, loop
+    skips and the loop-run tables built so far."""
     trie, body, quoted, skips = _shared(info)
-    return trie.nbytes + body.nbytes + quoted.nbytes + skips.nbytes
+    runs = loop_runs(trie).nbytes
+    return trie.nbytes + body.nbytes + quoted.nbytes + skips.nbytes + runs
 
 
 class TokenIndex:

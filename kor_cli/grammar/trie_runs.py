@@ -20,7 +20,7 @@ import numpy as np
 
 from kor_cli.grammar.trie import TokenTrie, _expand
 
-_MAX_CLASSES = 16  # class tables kept per trie (about 3 bytes a trie node each)
+_MAX_CLASSES = 8  # class tables kept per trie (up to ~14 bytes a trie node each)
 
 
 class _Order:
@@ -45,11 +45,12 @@ class _Order:
 
 
 class RunTables:
-    """One class's candidates: the nodes with a token inside the class and every node
-    outside it, sorted by (`start`, preorder) as the keys `start << 32 | preorder`, where
-    `start` is the depth a node's run of class bytes started at (a node outside the class:
-    its parent's). The run tokens and exits of a node n are the candidates of its subtree
-    whose start is n's own (n in the class) or n's depth + 1 (n outside it)."""
+    """One class's candidates: the nodes with a token inside the class and the nodes
+    outside it whose parent is inside, sorted by (`start`, preorder) as the keys
+    `start << 32 | preorder`, where `start` is the depth a node's run of class bytes started
+    at (a node outside the class: its parent's). The run tokens and exits of a node n are
+    the candidates of its subtree whose start is n's own (n in the class) or n's depth + 1
+    (n outside it), and, n outside the class, its children outside it."""
 
     def __init__(self, trie: TokenTrie, order: _Order, loops: np.ndarray) -> None:
         n = trie.num_nodes
@@ -64,11 +65,14 @@ class RunTables:
         start[inside] = began[inside]
         self.began = began  # node → its own run's start (outside the class: depth + 1)
         keys = start.astype(np.int64) << 32 | order.pre
-        # the run tokens (their ids) and the nodes outside the class, each by their keys
+        # the run tokens (their ids) and the nodes outside the class below one inside it,
+        # each by their keys (an exit below a node outside the class is one of its children)
         ends = _sorted(order, start, inside & (trie.node_token >= 0))
         self.run_keys, self.run_tokens = keys.take(ends), trie.node_token.take(ends)
-        self.exits = _sorted(order, start, ~inside)
-        self.exit_keys, self.exit_bytes = keys.take(self.exits), trie.byte.take(self.exits)
+        below = inside.take(trie.parent) if n else inside
+        below[: trie.offsets[1] if trie.depth else 0] = False  # roots have no parent
+        self.exits = _sorted(order, start, ~inside & below)
+        self.exit_keys = keys.take(self.exits)
 
 
 def _sorted(order: _Order, start: np.ndarray, chosen: np.ndarray) -> np.ndarray:
@@ -85,6 +89,17 @@ class LoopRuns:
         self.trie = trie
         self._order: _Order | None = None
         self._tables: dict[bytes, RunTables] = {}
+
+    @property
+    def nbytes(self) -> int:
+        """Memory held by the preorder and the class tables built so far."""
+        arrays = [] if self._order is None else [self._order.depth, self._order.pre]
+        if self._order is not None:
+            arrays.append(self._order.nodes)
+        for table in self._tables.values():
+            arrays += (table.began, table.run_keys, table.run_tokens)
+            arrays += (table.exits, table.exit_keys)
+        return sum(a.nbytes for a in arrays)
 
     def known(self, loops: np.ndarray) -> bool:
         """True when the class `loops` (bool [256]) has its tables already."""
@@ -115,11 +130,21 @@ class LoopRuns:
         keys = tables.exit_keys
         lo, hi = np.searchsorted(keys, at), np.searchsorted(keys, past)
         spots = _expand(lo, hi)
-        index = np.repeat(states << 8, hi - lo)
-        index |= tables.exit_bytes.take(spots)
+        exits = tables.exits.take(spots)
+        bases = np.repeat(states << 8, hi - lo)
+        outside = ~loops.take(trie.byte.take(nodes))
+        if outside.any():  # their children outside the class are exits too
+            heads, base = nodes[outside], states[outside] << 8
+            first = trie.child_start.take(heads)
+            kids = _expand(first, trie.child_start.take(heads + 1))
+            bases_kids = np.repeat(base, trie.child_count.take(heads))
+            leave = ~loops.take(trie.byte.take(kids))
+            exits = np.concatenate((exits, kids[leave]))
+            bases = np.concatenate((bases, bases_kids[leave]))
+        index = bases | trie.byte.take(exits)
         exit_states = transitions.take(index)
         live = np.flatnonzero(exit_states)
-        exits = tables.exits.take(spots.take(live))
+        exits = exits.take(live)
         tokens = trie.node_token.take(exits)
         out[tokens[tokens >= 0]] = True
         return exits, exit_states.take(live)
