@@ -39,7 +39,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from kor_cli.grammar.stacks import CONTEXT, REACHES_CONTEXT, RuleTable, Stacks
-from kor_cli.grammar.token_arrays import SortedTokens, walk_range
+from kor_cli.grammar.token_arrays import SortedTokens, walk_positions
 
 DENSE_BYTES = 40  # a start state reading more bytes is left to TokenIndex
 ANY = (1 << 256) - 1  # `follow` of a state where the frame can end: any byte
@@ -169,6 +169,10 @@ def _walk(
     out = Split()
     stays, singles = out.stays, out.singles
     todo = [(0, len(tokens), 0, state, False)]  # ..., inside a range of candidates
+    # ranges under dense states, walked as arrays once the walk is done: one array per
+    # (depth, state), so the bytes of an escape that lead back into a string body share
+    # one walk
+    dense_ranges: dict[tuple[int, int], list[tuple[int, int]]] = {}
     while todo:
         lo, hi, depth, at, inside = todo.pop()
         cover = ANY if inside else 0  # the next bytes that keep the tokens candidates
@@ -194,9 +198,7 @@ def _walk(
         if depth and arrays is not None and len(nexts) > dense and hi - lo > VECTOR_MIN:
             if hi - lo > VECTOR_MAX:  # an opening quote: TokenIndex's quote path is faster
                 return None
-            stay, crossed = walk_range(sorted_, lo, hi, depth, at, *arrays)
-            stays += stay
-            singles += crossed
+            dense_ranges.setdefault((depth, at), []).append((lo, hi))
             budget -= (hi - lo) >> 4
             if budget < 0:
                 return None
@@ -235,6 +237,11 @@ def _walk(
             if first < last:
                 todo.append((first, last, depth + 1, flat[at << 8 | byte], cover >> byte & 1))
             lo = last
+    for (depth, at), ranges in dense_ranges.items():
+        assert arrays is not None  # only with them are ranges put off
+        stay, crossed = walk_ranges(sorted_, sorted(ranges), depth, at, *arrays)
+        stays += stay
+        singles += crossed
     return out
 
 
@@ -255,11 +262,29 @@ def _walk_start(
     if sum(hi - lo for lo, hi in ranges) > START_LIMIT:
         return None
     out = Split()
-    for lo, hi in ranges:
-        stay, crossed = walk_range(sorted_, lo, hi, 0, state, table, crossing)
-        out.stays += stay
-        out.singles += crossed
+    out.stays, out.singles = walk_ranges(sorted_, ranges, 0, state, table, crossing)
     return out
+
+
+def walk_ranges(
+    sorted_: SortedTokens,
+    ranges: list[tuple[int, int]],
+    depth: int,
+    state: int,
+    table: np.ndarray,
+    crossing: np.ndarray,
+) -> tuple[list[int], list[int]]:
+    """The tokens of `ranges` (ascending, disjoint; each shares a prefix of length `depth`
+    that leads to `state`, none of that length) read by bytes, and those that meet a
+    crossing state (after their first byte) then die, walked as one array."""
+    if not ranges:
+        return [], []
+    if len(ranges) == 1:
+        positions = np.arange(*ranges[0])
+    else:
+        positions = np.concatenate([np.arange(lo, hi) for lo, hi in ranges])
+    now, crossed = walk_positions(sorted_, positions, depth, state, table, crossing, depth > 0)
+    return positions[now != 0].tolist(), positions[crossed & (now == 0)].tolist()
 
 
 def _ranges_after(
