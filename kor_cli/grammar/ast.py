@@ -134,16 +134,20 @@ def byte_range(lo: int, hi: int) -> Node:
 def literal(data: bytes | str) -> Node:
     """Exactly `data` (str is UTF-8 encoded)."""
     raw = data.encode() if isinstance(data, str) else data
-    return seq(*(Bytes(1 << b) for b in raw))
+    items = tuple([Bytes(1 << b) for b in raw])  # fresh leaves: sizes count them apart
+    return items[0] if len(items) == 1 else Seq(items)
 
 
 def seq(*items: Node) -> Node:
     """Concatenation of `items`."""
     out: list[Node] = []
     for item in items:
-        if is_nothing(item):
+        if isinstance(item, Seq):
+            out.extend(item.items)
+        elif isinstance(item, Alt) and not item.items:
             return NOTHING
-        out.extend(item.items if isinstance(item, Seq) else (item,))
+        else:
+            out.append(item)
     return out[0] if len(out) == 1 else Seq(tuple(out))
 
 

@@ -140,13 +140,26 @@ class NFA:
         return found
 
     def build(self, node: Node, src: int) -> int:
-        if isinstance(node, Bytes):
+        if type(node) is Bytes:
             dst = self.new()
             self.edges[src].append((self.classes_of(node.mask), dst))
             return dst
-        if isinstance(node, Seq):
+        if type(node) is Seq:
+            edges = self.edges
             for item in node.items:
-                src = self.build(item, src)
+                if type(item) is Bytes:  # most items: a byte leaf, added here (no call)
+                    dst = len(edges)
+                    if dst >= self._next_check:
+                        self._guard(1)
+                    edges.append([])
+                    self.eps.append([])
+                    found = self._memo.get(item.mask)
+                    if found is None:
+                        found = self.classes_of(item.mask)
+                    edges[src].append((found, dst))
+                    src = dst
+                else:
+                    src = self.build(item, src)
             return src
         if isinstance(node, Alt):
             dst = self.new()
