@@ -129,6 +129,7 @@ class LocationSpace:
     def __init__(self, resolver: Resolver) -> None:
         self.resolver = resolver
         self._memo: dict[tuple[int, ...], Location] = {}
+        self._applied_to: dict[int, tuple[Any, list[Any]]] = {}  # id -> (node, _applied)
 
     def at(self, schemas: list[Any]) -> Location:
         """The location where `schemas` apply (closed under references and applicators)."""
@@ -141,7 +142,10 @@ class LocationSpace:
                 continue
             seen.add(id(node))
             nodes.append(node)
-            stack += reversed(self._applied(node))
+            found = self._applied_to.get(id(node))
+            if found is None:  # the node is kept alive with it: its id stays its own
+                found = self._applied_to[id(node)] = (node, self._applied(node))
+            stack += reversed(found[1])
         key = tuple(id(n) for n in nodes)
         found = self._memo.get(key)
         if found is None:

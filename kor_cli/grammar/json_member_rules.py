@@ -20,7 +20,7 @@ from kor_cli.grammar.ast import Node
 from kor_cli.grammar.json_rule_walk import Call, container, size
 from kor_cli.grammar.json_rules import RuleBook
 
-KEY_STATES = 256  # the excluded names' estimated DFA states from which other keys are a rule
+KEY_STATES = 128  # the excluded names' estimated DFA states from which other keys are a rule
 OBJECT_NODES = 400  # an object's container values (AST nodes) from which they split
 VALUE_NODES = 24  # a container value's AST nodes from which it is a rule
 

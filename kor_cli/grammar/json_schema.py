@@ -135,6 +135,7 @@ class SchemaCompiler:
         self._patterns: dict[tuple[str, bool], Node] = {}
         self._numbers: dict[tuple[Any, ...], Node] = {}
         self._formats: dict[str, Node] = {}  # format name -> its quoted regex, parsed once
+        self._names: dict[str, Node] = {}  # member name -> its JSON string literal
 
     def _target(self, schema: dict[str, Any]) -> Any:
         """The target of `schema`'s `$ref` (None if it cannot be resolved)."""
@@ -442,7 +443,10 @@ class SchemaCompiler:
         return found
 
     def name(self, name: str) -> Node:
-        return literal(json.dumps(name, ensure_ascii=False))
+        found = self._names.get(name)
+        if found is None:
+            found = self._names[name] = literal(json.dumps(name, ensure_ascii=False))
+        return found
 
     def accepts(self, node: Node, text: str) -> bool:
         found = self._dfas.get(id(node))
