@@ -20,10 +20,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kor_cli.grammar import index as index_module
-from kor_cli.grammar.compile import compile_json_schema, compile_regex
+from kor_cli.grammar.compile import GrammarOptions, compile_json_schema, compile_regex
 from kor_cli.grammar.index import TokenIndex
-from kor_cli.grammar.string_body import BodyChains, BodyTokens
+from kor_cli.grammar.pushdown import PushdownGrammar
+from kor_cli.grammar.string_body import BodyChains, BodyTokens, crossing_table, split_body
 from kor_cli.grammar.vocab import TokenizerInfo
+from kor_cli.testing import TOKENIZER_NAMES
 
 # whole pieces: body characters (DEL and the first and last of every UTF-8 length class
 # and range), escapes, quotes, JSON punctuation, controls, partial / invalid / overlong /
@@ -251,3 +253,51 @@ def test_tokens_that_open_a_string(schema: dict) -> None:
         check_all_states(dfa, TokenizerInfo([*vocab, None], stop_ids=[len(vocab)]))
     index = TokenIndex(dfa, TokenizerInfo([*vocab, None], stop_ids=[len(vocab)]))
     assert index.allowed(dfa.start)[1] == ("maxLength" not in schema)
+
+
+RECURSIVE = {  # string bodies inside rules with calls: values, keys, bounded strings
+    "type": "object",
+    "properties": {"method": {"type": "string"}, "params": {"$ref": "#/$defs/v"}},
+    "required": ["method", "params"],
+    "$defs": {
+        "v": {
+            "anyOf": [
+                {"type": "string", "maxLength": 3},
+                {"type": "string", "pattern": "^[^x]*$"},
+                {"type": "object", "additionalProperties": {"$ref": "#/$defs/v"}},
+                {"type": "array", "items": {"$ref": "#/$defs/v"}},
+            ]
+        }
+    },
+}
+
+
+@pytest.mark.parametrize("name", TOKENIZER_NAMES)
+def test_split_body_equals_the_two_index_lookups(name: str, tokenizer_info_factory) -> None:
+    # one walk of the rest trie gives exactly the masks of the rule's two token indexes:
+    # tokens living by bytes, and those dying by bytes after reaching a crossing state
+    info = tokenizer_info_factory(name)
+    grammar = compile_json_schema(RECURSIVE, GrammarOptions(max_recursion_depth=2))
+    assert grammar.has_calls
+    frames = PushdownGrammar(grammar.rules, info).frames
+    body = index_module._shared(info).body
+    checked = crossed = 0
+    for rule_id in grammar.rules.reachable_rules():
+        table = frames.stacks.table(rule_id)
+        indexes = frames._rule_indexes(rule_id, table)
+        assert indexes.crossing is not None
+        flat = indexes.by_bytes._flat.reshape(-1, 256)
+        both = crossing_table(flat, indexes.crossing_states).ravel()
+        for state in range(1, indexes.size):
+            ahead = indexes.by_bytes._chains.ahead(state)
+            if ahead is None:
+                continue
+            split = split_body(body, ahead, indexes.crossing_states, both)
+            assert split is not None
+            stays = indexes.by_bytes.packed(state) & frames._keep
+            crossing = indexes.crossing.packed(indexes.size + state) & frames._keep & ~stays
+            assert np.array_equal(split[0], stays)
+            assert np.array_equal(split[1], crossing)
+            checked += 1
+            crossed += bool(split[1].any())  # a value's closing quote, then a wrong byte
+    assert checked >= 3 and crossed >= 1

@@ -62,6 +62,7 @@ from kor_cli.grammar.frame_walk import RuleWalker, split_words, walk_state
 from kor_cli.grammar.index import TokenIndex
 from kor_cli.grammar.shared_rules import shared_frame
 from kor_cli.grammar.stacks import CONTEXT, ESCAPES, STAYS, RuleTable, Stacks
+from kor_cli.grammar.string_body import crossing_table, split_body
 from kor_cli.grammar.token_arrays import (
     WIDTH,
     SortedTokens,
@@ -96,6 +97,7 @@ class _RuleIndexes:
     size: int  # the rule's number of states: state s's first-byte copy is size + s
     table: np.ndarray  # the rule's pruned table and crossing states: rules with equal
     crossing_states: np.ndarray  # ones share these indexes (their masks are equal)
+    both: np.ndarray | None = None  # `string_body.crossing_table`, flat, on first use
 
 
 class FrameMasks:
@@ -316,11 +318,20 @@ class FrameMasks:
                 return by_bytes, None, []
             return by_bytes, crossing, split.escapes
         indexes = self._rule_indexes(rule_id, table)
+        ahead = indexes.by_bytes._chains.ahead(at) if indexes.crossing is not None else None
+        if ahead is not None:  # a string body: both masks from one walk of its rest trie
+            if indexes.both is None:
+                table_now = indexes.by_bytes._flat.reshape(-1, 256)  # dead ends pruned
+                indexes.both = crossing_table(table_now, indexes.crossing_states).ravel()
+            body = indexes.by_bytes._shared().body
+            split_both = split_body(body, ahead, indexes.crossing_states, indexes.both)
+            if split_both is not None:
+                return split_both[0], split_both[1], []
         by_bytes = indexes.by_bytes.packed(at) & self._keep
         if indexes.crossing is None:
             return by_bytes, None, []
-        if indexes.by_bytes._chains.ahead(at) is not None:
-            ids = None  # a string body: the crossing index's body tables are fastest
+        if ahead is not None:
+            ids = None  # the crossing index's body tables are fastest
         else:
             ids = crossing_candidates(
                 self._sorted, table.table, walker.crossing_table(), at, walker.entries(at)

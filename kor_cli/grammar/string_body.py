@@ -21,6 +21,7 @@ character takes the chain's step) and, in a minimal DFA, also necessary.
 from __future__ import annotations
 
 import re
+import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -207,3 +208,110 @@ def _steps_hold(table: np.ndarray, states: np.ndarray, targets: np.ndarray) -> b
         if current.size and not current.any():  # all dead: what follows must end dead
             return not targets.any()
     return True
+
+
+def crossing_table(table: np.ndarray, crossing: np.ndarray) -> np.ndarray:
+    """A rule's [n, 256] table (dead state 0) made to tell both fates of a walk at once:
+    states 0..n-1 the rule's, until a byte reaches a `crossing` state s (a call, accepting):
+    then n + s, the same state *crossed*, whose dead ends go to X = 2n, which reads every
+    byte back to itself. A walk alive and not at X lives by bytes alone; at X it died by
+    bytes after crossing."""
+    size = len(table)
+    cross = 2 * size
+    out = np.empty((2 * size + 1, 256), dtype=np.int32)
+    marked = crossing.copy()
+    marked[0] = False
+    out[:size] = np.where(marked[table], table + size, table)
+    out[size:cross] = np.where(table == 0, cross, table + size)
+    out[cross] = cross
+    return out
+
+
+def split_body(
+    body: BodyTokens,
+    ahead: tuple[int, np.ndarray],
+    crossing: np.ndarray,
+    both: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """From a string-body state (`ahead`: what `BodyChains.ahead` tells of it) of a rule
+    with crossing states `crossing` and `crossing_table` `both` (flattened; its rule
+    table's dead ends pruned): the packed words of the tokens that live by bytes
+    alone, and of those that reach a crossing state after a byte and die by bytes later.
+    One walk of the rest trie for both; None when a body character itself reaches a
+    crossing state (then the body counts do not tell the second set)."""
+    remaining, after = ahead
+    if crossing[after[1:]].any():
+        return None
+    size = len(crossing)
+    cross = 2 * size
+    trie = body.rest
+    out = body.mask(remaining)
+    roots = trie.offsets[1] if trie.depth else 0
+    states = after.astype(np.int32).take(trie.byte[:roots])
+    nodes = np.flatnonzero(states).astype(np.int32)
+    states = states.take(nodes)
+    first, last = _ranges(trie)
+    alive: list[np.ndarray] = []
+    lows: list[np.ndarray] = []
+    highs: list[np.ndarray] = []
+    while len(nodes):
+        at_x = states == cross
+        if at_x.any():  # the whole subtree dies by bytes after crossing
+            done = nodes[at_x]
+            lows.append(first.take(done))
+            highs.append(last.take(done))
+            keep = np.flatnonzero(~at_x)
+            nodes, states = nodes.take(keep), states.take(keep)
+        alive.append(nodes)
+        counts = trie.child_count.take(nodes)
+        ends = counts.cumsum()
+        kids = np.repeat(trie.child_start.take(nodes) - ends + counts, counts)
+        kids += np.arange(len(kids), dtype=kids.dtype)
+        index = np.repeat(states << 8, counts)
+        index |= trie.byte.take(kids)
+        kid_states = both.take(index)
+        live = np.flatnonzero(kid_states)
+        nodes, states = kids.take(live), kid_states.take(live)
+    ids = trie.node_token.take(np.concatenate(alive)) if alive else _NONE
+    out[ids[ids >= 0]] = True
+    crossing_out = np.zeros(len(out), dtype=bool)
+    if lows:
+        spans = _spans(np.concatenate(lows), np.concatenate(highs))
+        crossing_out[trie.token_ids.take(spans)] = True
+    if len(trie.same_ids):  # (the spans hold them already)
+        out[trie.same_ids] = out.take(trie.same_as)
+    return (
+        np.packbits(out, bitorder="little").view("<u4"),
+        np.packbits(crossing_out, bitorder="little").view("<u4"),
+    )
+
+
+_NONE = np.zeros(0, dtype=np.int32)
+_RANGES: weakref.WeakKeyDictionary[TokenTrie, tuple[np.ndarray, np.ndarray]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _ranges(trie: TokenTrie) -> tuple[np.ndarray, np.ndarray]:
+    """Per node of `trie`: the range first..last (exclusive) of the sorted tokens under it
+    (made once per trie)."""
+    found = _RANGES.get(trie)
+    if found is None:
+        order = np.arange(len(trie.token_ids), dtype=np.int32)
+        first = np.full(trie.num_nodes, len(order), dtype=np.int32)
+        last = np.zeros(trie.num_nodes, dtype=np.int32)
+        np.minimum.at(first, trie.token_node, order)
+        np.maximum.at(last, trie.token_node, order + 1)
+        for level in range(trie.depth - 1, 0, -1):
+            lo, hi = trie.offsets[level], trie.offsets[level + 1]
+            np.minimum.at(first, trie.parent[lo:hi], first[lo:hi])
+            np.maximum.at(last, trie.parent[lo:hi], last[lo:hi])
+        found = _RANGES[trie] = first, last
+    return found
+
+
+def _spans(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """The concatenation of the index ranges lo[i]..hi[i]."""
+    counts = hi - lo
+    shift = np.repeat(lo - (np.cumsum(counts) - counts), counts)
+    return shift + np.arange(int(counts.sum()))
