@@ -245,51 +245,59 @@ def split_body(
     size = len(crossing)
     cross = 2 * size
     trie = body.rest
-    out = body.mask(remaining)
-    roots = trie.offsets[1] if trie.depth else 0
-    states = after.astype(np.int32).take(trie.byte[:roots])
-    nodes = np.flatnonzero(states).astype(np.int32)
-    states = states.take(nodes)
+    out = _count_mask(body, remaining)
     first, last = _ranges(trie)
-    alive: list[np.ndarray] = []
+    offsets = trie.offsets
+    states = np.zeros(trie.num_nodes, dtype=np.int32)  # level by level: 0 dead, or at X
+    states[: offsets[1] if trie.depth else 0] = after.astype(np.int32).take(
+        trie.byte[: offsets[1] if trie.depth else 0]
+    )
     lows: list[np.ndarray] = []
     highs: list[np.ndarray] = []
-    while len(nodes):
-        at_x = states == cross
-        if at_x.any():  # the whole subtree dies by bytes after crossing
-            done = nodes[at_x]
-            lows.append(first.take(done))
-            highs.append(last.take(done))
-            keep = np.flatnonzero(~at_x)
-            nodes, states = nodes.take(keep), states.take(keep)
-        alive.append(nodes)
-        counts = trie.child_count.take(nodes)
-        ends = counts.cumsum()
-        kids = np.repeat(trie.child_start.take(nodes) - ends + counts, counts)
-        kids += np.arange(len(kids), dtype=kids.dtype)
-        index = np.repeat(states << 8, counts)
-        index |= trie.byte.take(kids)
-        kid_states = both.take(index)
-        live = np.flatnonzero(kid_states)
-        nodes, states = kids.take(live), kid_states.take(live)
-    ids = trie.node_token.take(np.concatenate(alive)) if alive else _NONE
-    out[ids[ids >= 0]] = True
+    for level in range(trie.depth):
+        lo, hi = offsets[level], offsets[level + 1]
+        here = states[lo:hi]
+        if level:
+            index = states.take(trie.parent[lo:hi])
+            np.left_shift(index, 8, out=index)
+            np.bitwise_or(index, trie.byte[lo:hi], out=index)
+            both.take(index, out=here)
+        at_x = np.flatnonzero(here == cross)
+        if len(at_x):  # the whole subtree dies by bytes after crossing: sorted-token spans
+            at_x += lo
+            lows.append(first.take(at_x))
+            highs.append(last.take(at_x))
+            states[at_x] = 0
+        elif not here.any():
+            break
+    out[trie.token_ids[states.take(trie.token_node) != 0]] = True
     crossing_out = np.zeros(len(out), dtype=bool)
     if lows:
         spans = _spans(np.concatenate(lows), np.concatenate(highs))
         crossing_out[trie.token_ids.take(spans)] = True
-    if len(trie.same_ids):  # (the spans hold them already)
-        out[trie.same_ids] = out.take(trie.same_as)
     return (
         np.packbits(out, bitorder="little").view("<u4"),
         np.packbits(crossing_out, bitorder="little").view("<u4"),
     )
 
 
-_NONE = np.zeros(0, dtype=np.int32)
+_MASKS: weakref.WeakKeyDictionary[BodyTokens, dict[int, np.ndarray]] = weakref.WeakKeyDictionary()
+_MAX_MASKS = 8  # count masks kept per tokenizer's body tables
 _RANGES: weakref.WeakKeyDictionary[TokenTrie, tuple[np.ndarray, np.ndarray]] = (
     weakref.WeakKeyDictionary()
 )
+
+
+def _count_mask(body: BodyTokens, remaining: int) -> np.ndarray:
+    """A fresh copy of `body.mask(remaining)` (the few distinct counts are kept)."""
+    kept = _MASKS.setdefault(body, {})
+    found = kept.get(remaining)
+    if found is None:
+        found = body.mask(remaining)
+        if len(kept) >= _MAX_MASKS:
+            kept.pop(next(iter(kept)))
+        kept[remaining] = found
+    return found.copy()
 
 
 def _ranges(trie: TokenTrie) -> tuple[np.ndarray, np.ndarray]:
