@@ -82,11 +82,19 @@ from kor_cli.grammar.json_values import (
     string_node,
 )
 from kor_cli.grammar.json_witness import Witness
-from kor_cli.grammar.limits import check
+from kor_cli.grammar.limits import check, current
 from kor_cli.grammar.regex import Dialect, fullmatch
+from kor_cli.grammar.shared_rules import shared_node
 
 STRICT = Dialect(json_char, "strict")
 LOOSE_DIALECT = Dialect(json_char, "loose")
+
+
+def format_node(name: str) -> Node:
+    """A string in format `name` (a key of `FORMATS`), quoted: parsed once per process and
+    repeat limit (the parse refuses counts past it), the same object after."""
+    key = ("format", name, STRICT, current().max_repeat)
+    return shared_node(f"format:{name}", key, lambda: quoted(fullmatch(FORMATS[name], STRICT)))
 
 
 class SchemaCompiler:
@@ -134,7 +142,6 @@ class SchemaCompiler:
         self.subtracted: list[tuple[str, str]] = []  # (keyword, pointer) of subtractions
         self._patterns: dict[tuple[str, bool], Node] = {}
         self._numbers: dict[tuple[Any, ...], Node] = {}
-        self._formats: dict[str, Node] = {}  # format name -> its quoted regex, parsed once
         self._names: dict[str, Node] = {}  # member name -> its JSON string literal
 
     def _target(self, schema: dict[str, Any]) -> Any:
@@ -350,10 +357,7 @@ class SchemaCompiler:
         ]
         for name, pointer in facts.formats if pos else ():
             if name in FORMATS:
-                found = self._formats.get(name)
-                if found is None:
-                    found = self._formats[name] = quoted(fullmatch(FORMATS[name], STRICT))
-                constraints.append(found)
+                constraints.append(format_node(name))
             else:
                 self.fail("format", pointer, f"format {name!r} is not supported")
         if not constraints:

@@ -15,14 +15,19 @@ it; more keys only cost a build).
 Automata. `once` marks a builder of a fixed automaton (every number spelling, any string
 character, any string): built on first use and kept, like `functools.cache`.
 
+Nodes. `shared_node` keeps a schema-independent AST piece, e.g. a string `format` parsed
+from its regex (`date-time` is ~465 characters, ~1 ms to parse): the caller's key names
+all it depends on (format name, dialect, repeat limit). Nodes are immutable; within one
+compile the piece is one object wherever it is used, as when each compile parsed it once.
+
 Frames. A shared rule's frame masks over a tokenizer (`frame_masks`) depend only on the
 rule, the rules it calls (shared too) and the tokenizer: `shared_frame` keeps them per
 (rule key, state) and tokenizer object, so the next grammar with that rule reads them.
 
 `dfa_cache.clear()` (a benchmark's cold compile) drops none of these: they are a one-off
 per process, and `one_offs` says what they cost (benchmarks report it beside their
-figures). `clear()` drops the rules and frames (tests; a benchmark's timed pass) but not
-the automata.
+figures; nodes are counted with the automata). `clear()` drops the rules and frames
+(tests; a benchmark's timed pass) but not the automata and nodes.
 """
 
 from __future__ import annotations
@@ -34,9 +39,11 @@ from collections.abc import Callable, Hashable
 from typing import TYPE_CHECKING, TypeVar, cast
 
 if TYPE_CHECKING:
+    from kor_cli.grammar.ast import Node
     from kor_cli.grammar.rules import Rule
 
 _MAX_RULES = 64  # distinct keys kept (a few options x rule ids in practice)
+_MAX_NODES = 256  # AST pieces kept (formats x dialects x repeat limits in practice)
 _MAX_FRAMES = 1024  # frame masks kept (~20 KiB each on Qwen)
 T = TypeVar("T")
 F = TypeVar("F")
@@ -44,6 +51,7 @@ F = TypeVar("F")
 _memo: OrderedDict[Hashable, Rule] = OrderedDict()
 _rules = [0, 0]  # rules built since `clear`, nanoseconds spent building them
 _automata: dict[str, int] = {}  # automaton builder -> nanoseconds its one build took
+_nodes: OrderedDict[Hashable, Node] = OrderedDict()
 _building = [0]  # automata being built right now (nested ones are counted in the outer)
 _frames: OrderedDict[Hashable, tuple[object, object]] = OrderedDict()  # -> (info, frame)
 _built_frames = [0, 0]  # frame masks built since `clear`, nanoseconds spent
@@ -80,6 +88,21 @@ def once(build: Callable[[], T]) -> Callable[[], T]:
         return out
 
     return functools.wraps(build)(built)
+
+
+def shared_node(label: str, key: Hashable, build: Callable[[], Node]) -> Node:
+    """The AST piece memoized under `key`, or `build()` (kept, its cost counted with the
+    automata under `label`; the oldest dropped past the bound). An error is not kept."""
+    found = _nodes.get(key)
+    if found is not None:
+        return found
+    start = time.perf_counter_ns()
+    node = _nodes[key] = build()
+    if not _building[0]:
+        _automata[label] = _automata.get(label, 0) + time.perf_counter_ns() - start
+    if len(_nodes) > _MAX_NODES:
+        _nodes.popitem(last=False)
+    return node
 
 
 def shared_frame(key: Hashable, info: object, build: Callable[[], F]) -> F:
