@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from kor_cli.grammar.trie import TokenTrie
+from kor_cli.grammar.trie import TokenTrie, _expand, token_ranges
 
 _NOT_BODY = np.iinfo(np.int32).max  # the character count of tokens that are not body tokens
 _ESCAPED = re.compile(r'[\x00-\x1f"\\]')  # what a JSON string may not hold unescaped
@@ -273,7 +273,7 @@ def split_body(
     out[trie.token_ids[states.take(trie.token_node) != 0]] = True
     crossing_out = np.zeros(len(out), dtype=bool)
     if lows:
-        spans = _spans(np.concatenate(lows), np.concatenate(highs))
+        spans = _expand(np.concatenate(lows), np.concatenate(highs))
         crossing_out[trie.token_ids.take(spans)] = True
     return (
         np.packbits(out, bitorder="little").view("<u4"),
@@ -305,21 +305,6 @@ def _ranges(trie: TokenTrie) -> tuple[np.ndarray, np.ndarray]:
     (made once per trie)."""
     found = _RANGES.get(trie)
     if found is None:
-        order = np.arange(len(trie.token_ids), dtype=np.int32)
-        first = np.full(trie.num_nodes, len(order), dtype=np.int32)
-        last = np.zeros(trie.num_nodes, dtype=np.int32)
-        np.minimum.at(first, trie.token_node, order)
-        np.maximum.at(last, trie.token_node, order + 1)
-        for level in range(trie.depth - 1, 0, -1):
-            lo, hi = trie.offsets[level], trie.offsets[level + 1]
-            np.minimum.at(first, trie.parent[lo:hi], first[lo:hi])
-            np.maximum.at(last, trie.parent[lo:hi], last[lo:hi])
-        found = _RANGES[trie] = first, last
+        first, last = token_ranges(trie)
+        found = _RANGES[trie] = first, last + 1
     return found
-
-
-def _spans(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
-    """The concatenation of the index ranges lo[i]..hi[i]."""
-    counts = hi - lo
-    shift = np.repeat(lo - (np.cumsum(counts) - counts), counts)
-    return shift + np.arange(int(counts.sum()))

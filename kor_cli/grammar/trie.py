@@ -18,7 +18,7 @@ a dense walk is pooled and put back all-zero, so a walk allocates nothing large.
 from __future__ import annotations
 
 from bisect import bisect_left
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 import numpy as np
 
@@ -313,6 +313,32 @@ def _padded(tokens: list[bytes], lens: np.ndarray, depth: int) -> np.ndarray:
         starts = np.repeat(np.cumsum(lens) - lens, lens)
         out[rows, np.arange(len(flat)) - starts] = flat
     return out
+
+
+def levels_up(trie: TokenTrie) -> Iterator[tuple[int, int, np.ndarray, np.ndarray]]:
+    """The levels below the roots, deepest first: (lo, hi, starts, heads), the level's nodes
+    lo..hi, where each parent's run of children starts (from lo) and those parents."""
+    for level in range(trie.depth - 1, 0, -1):
+        lo, hi = int(trie.offsets[level]), int(trie.offsets[level + 1])
+        if lo == hi:
+            continue
+        parents = trie.parent[lo:hi]
+        starts = np.flatnonzero(np.r_[True, parents[1:] != parents[:-1]])
+        yield lo, hi, starts, parents[starts]
+
+
+def token_ranges(trie: TokenTrie) -> tuple[np.ndarray, np.ndarray]:
+    """Per node of `trie`: the first and last (inclusive) sorted-token index in its subtree,
+    its own token included (`len(token_ids)` and -1 where there is none)."""
+    count = len(trie.token_ids)
+    first = np.full(trie.num_nodes, count, dtype=np.int32)
+    first[trie.token_node[::-1]] = np.arange(count - 1, -1, -1, dtype=np.int32)
+    last = np.full(trie.num_nodes, -1, dtype=np.int32)
+    last[trie.token_node] = np.arange(count, dtype=np.int32)
+    for lo, hi, starts, heads in levels_up(trie):
+        first[heads] = np.minimum(first[heads], np.minimum.reduceat(first[lo:hi], starts))
+        last[heads] = np.maximum(last[heads], np.maximum.reduceat(last[lo:hi], starts))
+    return first, last
 
 
 def _expand(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:

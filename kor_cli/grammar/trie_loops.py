@@ -22,7 +22,7 @@ from bisect import bisect_left
 
 import numpy as np
 
-from kor_cli.grammar.trie import TokenTrie, _expand, _ints
+from kor_cli.grammar.trie import TokenTrie, _expand, _ints, levels_up, token_ranges
 from kor_cli.grammar.trie_runs import loop_runs
 
 _FOLD = np.where((np.arange(256) > 0) & (np.arange(256) < 128), np.arange(256), 0)
@@ -45,26 +45,12 @@ class LoopSkips:
         n = trie.num_nodes
         below = np.zeros((n, 2), dtype=np.uint64)
         own = _bits(_FOLD[trie.byte]) if n else below
-        # the sorted position of each node's own token (n: none), then min/max over subtrees
-        first = np.full(n, len(trie.token_ids), dtype=np.int32)
-        first[trie.token_node[::-1]] = np.arange(len(trie.token_ids) - 1, -1, -1, dtype=np.int32)
-        last = np.full(n, -1, dtype=np.int32)
-        last[trie.token_node] = np.arange(len(trie.token_ids), dtype=np.int32)
-        for level in range(trie.depth - 1, 0, -1):
-            lo, hi = trie.offsets[level], trie.offsets[level + 1]
-            if lo == hi:
-                continue
-            parents = trie.parent[lo:hi]
-            starts = np.flatnonzero(np.r_[True, parents[1:] != parents[:-1]])
-            heads = parents[starts]
+        for lo, hi, starts, heads in levels_up(trie):
             below[heads] = np.bitwise_or.reduceat(own[lo:hi] | below[lo:hi], starts, axis=0)
-            first[heads] = np.minimum(first[heads], np.minimum.reduceat(first[lo:hi], starts))
-            last[heads] = np.maximum(last[heads], np.maximum.reduceat(last[lo:hi], starts))
         below[trie.child_count == 0] = np.uint64(0xFFFF_FFFF_FFFF_FFFF)
         self.low = np.ascontiguousarray(below[:, 0])
         self.high = np.ascontiguousarray(below[:, 1])
-        self.first = first
-        self.last = last
+        self.first, self.last = token_ranges(trie)
         self._views: list[tuple[memoryview, ...]] = []  # plain-int reads, made on first use
 
     @property
