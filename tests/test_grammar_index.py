@@ -26,6 +26,7 @@ from grammar_helpers import (
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from kor_cli.grammar.bitmask import as_numpy_bitmask, write_row
 from kor_cli.grammar.compile import compile_json_schema
 from kor_cli.grammar.index import TokenIndex
 from kor_cli.grammar.trie import TokenTrie
@@ -377,3 +378,15 @@ def test_fill_row_writes_the_packed_mask_and_zeroes_the_rest(extra: int) -> None
             assert np.array_equal(bitmask[row, :words], index.packed(state).view(np.int32))
             assert not bitmask[row, words:].any()
         assert (bitmask[1] == -1).all()  # other rows untouched
+
+
+def test_write_row_wraps_uint32_words_and_clears_on_none() -> None:
+    words = np.array([0xFFFF_FFFF, 0x8000_0001, 7], dtype="<u4")
+    bitmask = np.full((2, 3), 5, dtype=np.int32)
+    write_row(bitmask, 1, words)
+    assert np.array_equal(bitmask[1], words.view(np.int32)) and (bitmask[0] == 5).all()
+    write_row(bitmask, 1, None)
+    assert not bitmask[1].any() and (bitmask[0] == 5).all()
+    assert as_numpy_bitmask(bitmask) is bitmask
+    with pytest.raises(ValueError):
+        as_numpy_bitmask(bitmask.astype(">i4"))
