@@ -20,6 +20,7 @@ from kor_cli.grammar import minimize as minimize_module
 from kor_cli.grammar.ast import (
     Alt,
     Automaton,
+    Bytes,
     Join,
     Node,
     Product,
@@ -106,7 +107,7 @@ def test_compiled_tables_unchanged(node: Node) -> None:
     dfa_cache.clear()
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(minimize_module, "_SPARSE", -1)
-        patch.setattr(fsm_module, "_unfolded", lambda node, limit: limit)
+        patch.setattr(fsm_module, "_AS_IS", 0)  # no subtree left as it is
         slow = compile_ast(node, LIMIT)
     dfa_cache.clear()
     assert fast.fingerprint() == slow.fingerprint()
@@ -120,9 +121,18 @@ def has_product(node: Node) -> bool:
 @given(trees, st.integers(1, 80))
 @settings(max_examples=300, deadline=None)
 def test_unfolded_size_matches_census(node: Node, limit: int) -> None:
-    """The bounded walk that lets a small tree skip lowering agrees with `_census`."""
-    _, sizes = fsm_module._census(node)
+    """The bounded walk that lets a small tree skip lowering agrees with `_census`, and
+    so do `_census`'s own sizes and "a Product below" flags, on every subtree."""
+    _, sizes, below = fsm_module._census(node)
     size = fsm_module._unfolded(node, limit)
+    stack, seen = [node], set()
+    while stack:
+        sub = stack.pop()
+        if id(sub) not in seen and not isinstance(sub, Bytes):
+            seen.add(id(sub))
+            assert (id(sub) in below) == has_product(sub)
+            if not isinstance(sub, Product):
+                stack += children(sub)
     if has_product(node) or sizes[id(node)] >= limit:
         assert size >= limit
     else:

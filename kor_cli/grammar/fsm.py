@@ -37,6 +37,7 @@ from kor_cli.grammar.nfa import NFA, byte_classes, leaf_masks
 
 DEFAULT_MAX_STATES = 50_000
 _SHARED_SIZE = 64  # shared subtrees at least this big are compiled once
+_AS_IS = _SHARED_SIZE  # smaller subtrees without a `Product` below are left as they are
 _UNION_SIZE = 512  # an Alt of automata this big is their union by products, not an NFA
 
 
@@ -186,7 +187,7 @@ def compile_ast(node: Node, max_states: int = DEFAULT_MAX_STATES) -> ByteDFA:
         return node.dfa
     found = cached(node, max_states)
     if found is None:
-        small = _unfolded(node, _SHARED_SIZE) < _SHARED_SIZE  # nothing to lower
+        small = _unfolded(node, _AS_IS) < _AS_IS  # nothing to lower
         lowered = node if small else _lower(node, max_states)
         found = remember(node, max_states, _build(lowered, max_states))
     return found
@@ -249,14 +250,19 @@ def _lower(root: Node, max_states: int) -> Node:
     wherever it occurs, instead of being rebuilt as NFA states at every occurrence; so
     is a large subtree structurally equal to one compiled before (`dfa_cache`).
     """
-    counts, sizes = _census(root)
+    counts, sizes, below = _census(root)
     memo: dict[int, Node] = {}
 
     def visit(node: Node) -> Node:
         done = memo.get(id(node))
         if done is not None:
             return done
-        if sizes.get(id(node), 0) < _SHARED_SIZE and _unfolded(node, _SHARED_SIZE) < _SHARED_SIZE:
+        size = sizes.get(id(node))  # None: a byte leaf, or a node only under products
+        if (
+            size < _AS_IS and id(node) not in below
+            if size is not None
+            else _unfolded(node, _AS_IS) < _AS_IS
+        ):
             return node  # small and no Product below: nothing to lower
         if isinstance(node, Product):
             dfa = cached(node, max_states)
@@ -296,11 +302,13 @@ def _automaton(dfa: ByteDFA) -> Node:
     return NOTHING if dfa.is_empty() else Automaton(dfa)
 
 
-def _census(root: Node) -> tuple[dict[int, int], dict[int, int]]:
-    """How many parents reference each node, and how big each subtree is once unfolded.
-    Byte leaves below the root (most nodes: size 1, never lowered) are not listed."""
+def _census(root: Node) -> tuple[dict[int, int], dict[int, int], set[int]]:
+    """How many parents reference each node, how big each subtree is once unfolded, and
+    which nodes have a `Product` at or below them. Byte leaves below the root (most
+    nodes: size 1, never lowered) are not listed."""
     counts: dict[int, int] = {}
     sizes: dict[int, int] = {}
+    below: set[int] = set()
     seen = {id(root)}
     stack = [(root, iter(_children(root)))]
     while stack:
@@ -309,6 +317,10 @@ def _census(root: Node) -> tuple[dict[int, int], dict[int, int]]:
         if child is None:
             stack.pop()
             sizes[id(node)] = _size(node, sizes)
+            if isinstance(node, Product):
+                below.add(id(node))
+            if stack and id(node) in below:
+                below.add(id(stack[-1][0]))
             continue
         if type(child) is Bytes:
             continue
@@ -316,7 +328,9 @@ def _census(root: Node) -> tuple[dict[int, int], dict[int, int]]:
         if id(child) not in seen:
             seen.add(id(child))
             stack.append((child, iter(_children(child))))
-    return counts, sizes
+        elif id(child) in below:  # met before (a DAG: finished), so its flag is known
+            below.add(id(node))
+    return counts, sizes, below
 
 
 def _copies(node: Node) -> int:

@@ -107,6 +107,7 @@ class NFA:
         self._memo: dict[int, int] = {}
         self._embedded: dict[int, tuple[list[list[tuple[int, int]]], list[int]]] = {}
         self._reps: np.ndarray | None = None  # one byte of each class
+        self._byte_class: list[int] | None = None
         self._next_check = 0
 
     def new(self) -> int:
@@ -131,13 +132,27 @@ class NFA:
     def classes_of(self, byte_mask: int) -> int:
         """The class mask covering exactly the bytes of `byte_mask`."""
         found = self._memo.get(byte_mask)
-        if found is None:
+        if found is None and not byte_mask & (byte_mask - 1):  # one byte: its own class
+            byte = byte_mask.bit_length() - 1
+            found = self._memo[byte_mask] = 1 << self._class_of()[byte]
+        elif found is None:
             found = 0
             for k, cls in enumerate(self.class_masks):
                 if cls & byte_mask:
                     found |= 1 << k
             self._memo[byte_mask] = found
         return found
+
+    def _class_of(self) -> list[int]:
+        """The class of each byte (built on first use)."""
+        if self._byte_class is None:
+            self._byte_class = [0] * 256
+            for k, cls in enumerate(self.class_masks):
+                while cls:
+                    low = cls & -cls
+                    self._byte_class[low.bit_length() - 1] = k
+                    cls ^= low
+        return self._byte_class
 
     def build(self, node: Node, src: int) -> int:
         if type(node) is Bytes:
