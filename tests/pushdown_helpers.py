@@ -1,9 +1,9 @@
 """A reference byte-level simulation of a RuleSet, independent of `kor_cli.grammar.stacks`.
 
 Stacks are plain tuples of (rule, state) frames, bottom first; no interning, no tail
-calls, no eager pops, no caches beyond a step memo. Rule tables are read raw (the test
-rules are minimal DFAs, so every state but 0 can complete). A configuration is viable iff
-it is non-empty: `allowed` is then the brute-force set of allowed tokens.
+calls, no eager pops; memos of steps, closures and table rows only. Rule tables are read
+raw (the test rules are minimal DFAs, so every state but 0 can complete). A configuration
+is viable iff it is non-empty: `allowed` is then the brute-force set of allowed tokens.
 """
 
 from __future__ import annotations
@@ -22,12 +22,29 @@ class Reference:
     def __init__(self, rules: RuleSet) -> None:
         self.rules = rules
         self._memo: dict[tuple[frozenset[Stack], int], frozenset[Stack]] = {}
+        self._closures: dict[Stack, frozenset[Stack]] = {}
+        self._rows: dict[tuple[int, int], list[int]] = {}
+        self._closed: dict[frozenset[Stack], frozenset[Stack]] = {}
 
     def start(self) -> frozenset[Stack]:
         rule = self.rules.rule(self.rules.start)
         return frozenset({((self.rules.start, rule.dfa.start),)})
 
-    def closure(self, stack: Stack) -> set[Stack]:
+    def closure(self, stack: Stack) -> frozenset[Stack]:
+        found = self._closures.get(stack)
+        if found is None:
+            found = self._closures[stack] = frozenset(self._closure(stack))
+        return found
+
+    def closed(self, config: frozenset[Stack]) -> frozenset[Stack]:
+        """The union of the closures of `config`'s stacks (stacks popped to a common
+        stack below are stepped once)."""
+        found = self._closed.get(config)
+        if found is None:
+            found = self._closed[config] = frozenset().union(*map(self.closure, config))
+        return found
+
+    def _closure(self, stack: Stack) -> set[Stack]:
         seen = {stack}
         todo = [stack]
         while todo:
@@ -49,19 +66,26 @@ class Reference:
                     todo.append(nxt)
         return seen
 
+    def _row(self, rule_id: int, state: int) -> list[int]:
+        """The rule DFA's transitions from `state`, by byte."""
+        found = self._rows.get((rule_id, state))
+        if found is None:
+            table = self.rules.rule(rule_id).dfa.transitions
+            found = self._rows[rule_id, state] = table[state].tolist()
+        return found
+
     def step(self, config: frozenset[Stack], byte: int) -> frozenset[Stack]:
         key = (config, byte)
         found = self._memo.get(key)
         if found is None:
             out = set()
-            for stack in config:
-                for at in self.closure(stack):
-                    if not at:
-                        continue
-                    rule_id, state = at[-1]
-                    nxt = int(self.rules.rule(rule_id).dfa.transitions[state, byte])
-                    if nxt:
-                        out.add(at[:-1] + ((rule_id, nxt),))
+            for at in self.closed(config):
+                if not at:
+                    continue
+                rule_id, state = at[-1]
+                nxt = self._row(rule_id, state)[byte]
+                if nxt:
+                    out.add(at[:-1] + ((rule_id, nxt),))
             found = self._memo[key] = frozenset(out)
         return found
 
@@ -101,8 +125,15 @@ class Reference:
             out[list(stops)] = True
         return out
 
-    def random_string(self, rng: np.random.Generator, max_len: int = 40) -> bytes:
-        """A random string of the language (a random walk that heads for the end)."""
+    def random_string(
+        self, rng: np.random.Generator, max_len: int = 40, max_stacks: int = 64
+    ) -> bytes:
+        """A random string of the language (a random walk that heads for the end).
+
+        The walk also stops, at a prefix, once the configuration's closure holds more than
+        `max_stacks` stacks: in an ambiguous grammar they can double with every byte, and
+        this simulation (and `allowed` over it) would grow with them.
+        """
         config = self.start()
         out = bytearray()
         while True:
@@ -117,5 +148,5 @@ class Reference:
             byte = int(rng.choice(options))
             out.append(byte)
             config = self.step(config, byte)
-            if len(out) > 4 * max_len:
+            if len(out) > 4 * max_len or len(self.closed(config)) > max_stacks:
                 return bytes(out)

@@ -60,7 +60,18 @@ NULLABLE = {  # calls of rules that generate the empty string, in a loop and in 
     1: opt(literal("a")),
     2: alt(literal("b"), seq(literal("("), call(0), literal(")"))),
 }
-GRAMMARS = {"nested": NESTED, "tree": TREE, "rpc": RPC, "nullable": NULLABLE}
+AMBIGUOUS = {  # two rules spell the same items: a configuration's stacks double per level
+    0: items(alt(call(1), call(2)), "[", "]"),
+    1: alt(literal("x"), call(0)),
+    2: alt(literal("x"), call(0)),
+}
+GRAMMARS = {
+    "nested": NESTED,
+    "tree": TREE,
+    "rpc": RPC,
+    "nullable": NULLABLE,
+    "ambiguous": AMBIGUOUS,
+}
 
 ALPHABET = b'[],{}"x:1av<>b()'
 TOY_TOKENS: list[bytes | None] = [
