@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 from unittest import mock
 
+import jsonschema
 import numpy as np
 import pytest
 from grammar_helpers import chain_dfa, literal_dfa, person_dfa
@@ -20,7 +21,12 @@ from kor_cli.grammar.compile import GrammarOptions, compile_json_schema
 from kor_cli.grammar.fsm import compile_ast
 from kor_cli.grammar.index import TokenIndex, save_cached_indexes
 from kor_cli.grammar.matcher import GrammarMatcher as DfaMatcher
-from kor_cli.grammar.pushdown import PushdownGrammar, PushdownMatcher, pushdown_grammar
+from kor_cli.grammar.pushdown import (
+    MAX_STACKS,
+    PushdownGrammar,
+    PushdownMatcher,
+    pushdown_grammar,
+)
 from kor_cli.grammar.regex import fullmatch
 from kor_cli.grammar.rules import RuleSet, call
 from kor_cli.grammar.trie import TokenTrie
@@ -142,6 +148,35 @@ def test_a_text_of_the_language_is_accepted_token_by_token() -> None:
     matcher.rollback(1)
     assert matcher.is_accepting and matcher.steps == 12
     assert Reference(rules).accepting(Reference(rules).walk(Reference(rules).start(), text))
+
+
+def test_an_ambiguous_grammar_keeps_at_most_max_stacks() -> None:
+    """Two `anyOf` branches calling overlapping recursive rules double the parses at every
+    level: past `MAX_STACKS` the oldest are kept, every step stays consistent with its mask,
+    and a deep document still completes and validates."""
+    schema = {
+        "$defs": {
+            "a": {"type": "array", "items": {"$ref": "#/$defs/n"}},
+            "b": {"type": "array", "items": {"$ref": "#/$defs/n"}, "maxItems": 5},
+            "n": {"anyOf": [{"$ref": "#/$defs/a"}, {"$ref": "#/$defs/b"}, {"const": 1}]},
+        },
+        "$ref": "#/$defs/n",
+    }
+    grammar = PushdownGrammar(compile_json_schema(schema).rules, TOY)
+    matcher = PushdownMatcher(grammar)
+    ids = {b: i for i, b in enumerate(TOY_TOKENS) if b}
+    depth = 40
+    for level in range(depth):
+        assert matcher.accept_token(ids[b"["])
+        assert len(matcher.config) <= min(MAX_STACKS, 2 ** (level + 1))
+        allowed = np.flatnonzero(unpack(matcher.packed_mask(), TOY.vocab_size))
+        for token in allowed[:: max(1, len(allowed) // 16)]:  # a mask's tokens step on
+            assert matcher.accept_token(int(token)), TOY_TOKENS[token]
+            matcher.rollback(1)
+    assert len(matcher.config) == MAX_STACKS
+    assert matcher.accept_bytes(b"1" + b"]" * depth) and matcher.is_accepting
+    text = b"[" * depth + b"1" + b"]" * depth
+    jsonschema.validate(json.loads(text), schema)
 
 
 def test_unbounded_depth() -> None:

@@ -33,6 +33,7 @@ from kor_cli.grammar.stacks import EMPTY, Config, Stacks
 from kor_cli.grammar.vocab import TokenizerInfo
 
 FORCED_LIMIT = 256
+MAX_STACKS = 64  # stacks kept per configuration between tokens (`PushdownGrammar.bounded`)
 _MAX_CACHED = 2048  # masks kept per cache (first in, first out): ~40 MB each at 151k tokens
 
 
@@ -152,7 +153,26 @@ class PushdownGrammar:
         if not 0 <= token_id < self.vocab_size:
             return frozenset()
         data = self.info.token_bytes[token_id]
-        return self.stacks.walk(config, data) if data else frozenset()
+        return self.bounded(self.stacks.walk(config, data)) if data else frozenset()
+
+    def walk(self, config: Config, data: bytes) -> Config:
+        """The configuration after the bytes `data` (empty: not allowed), bounded."""
+        return self.bounded(self.stacks.walk(config, data))
+
+    @staticmethod
+    def bounded(config: Config) -> Config:
+        """`config`, or its `MAX_STACKS` oldest stacks when it holds more.
+
+        An ambiguous grammar (two `anyOf` branches that call rules spelling the same
+        text, recursively) can double a configuration's stacks at every level of nesting,
+        and every step and mask grows with them. Each stack is a parse of the output so
+        far that can still be completed, so keeping some of them keeps every output valid:
+        only some continuations are lost (of an ambiguous grammar, past 64 parses). The
+        bound applies between tokens, so a mask and the step over one of its tokens agree.
+        """
+        if len(config) <= MAX_STACKS:
+            return config
+        return frozenset(sorted(config)[:MAX_STACKS])
 
     def forced_bytes(self, config: Config, limit: int = FORCED_LIMIT) -> bytes:
         """The longest byte string that is the only way on from `config` (stops where the
@@ -190,7 +210,7 @@ class PushdownMatcher(HistoryMatcher[Config]):
         return self.grammar.next_config(state, token_id)
 
     def _walk(self, state: Config, data: bytes) -> Config:
-        return self.grammar.stacks.walk(state, data)
+        return self.grammar.walk(state, data)
 
     def _is_stop(self, token_id: int) -> bool:
         return self.grammar.is_stop(token_id)
