@@ -39,6 +39,9 @@ SCALARS = st.one_of(
     st.builds(lambda v, t: {"const": v, "type": t}, st.sampled_from(["a", 2, None]),
               st.sampled_from(["string", "integer", "null"])),
     st.sampled_from([True, False, {}, {"minimum": 3}, {"type": "string", "format": "date"}]),
+    st.builds(lambda t, lo, hi: {"type": t, "minimum": lo, "maximum": hi},
+              st.sampled_from(["integer", "number"]), st.sampled_from([-1, 0.5, 2]),
+              st.sampled_from([-2, 0.7, 2, 10**16])),
 )  # fmt: skip
 
 
@@ -49,6 +52,8 @@ def containers(inner: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
     return st.one_of(
         st.builds(_object, props, required, extra),
         st.lists(inner, min_size=2, max_size=2).map(lambda c: {"allOf": c}),
+        st.lists(inner, min_size=1, max_size=3).map(lambda c: {"anyOf": c}),
+        st.builds(_patterned, props, st.lists(st.sampled_from(NAMES), max_size=1), inner),
         st.builds(lambda c, n: {"type": "array", "items": c, "maxItems": n}, inner,
                   st.integers(0, 2)),
     )  # fmt: skip
@@ -59,6 +64,10 @@ def _object(props: dict[str, Any], required: list[str], extra: Any) -> dict[str,
     if extra is not None:
         out["additionalProperties"] = extra
     return out
+
+
+def _patterned(props: dict[str, Any], required: list[str], value: Any) -> dict[str, Any]:
+    return {**_object(props, required, None), "patternProperties": {"^a": value}}
 
 
 TREES = st.recursive(SCALARS, containers, max_leaves=8)
@@ -90,6 +99,15 @@ def test_witness_answers() -> None:
     assert not exists([closed]) and not exists([empty_pattern]) and not exists([False])
     assert not exists([{"type": "string"}, {"type": "integer"}, {"not": {}}])  # unknown
     assert not exists([{"enum": ["a"]}, {"enum": ["b"]}])
+    some = {"anyOf": [{"type": "string", "maxLength": 0, "minLength": 1}, {"$ref": "#/$defs/y"}]}
+    assert exists([some]) and exists([{"type": "object"}, some])
+    assert not exists([{"type": "string"}, some])  # the object branch is not a string
+    assert not exists([{"anyOf": [closed, False]}]) and not exists([{"anyOf": []}])
+    patterned = {"type": "object", "patternProperties": {"^a": {"type": "integer"}}}
+    assert exists([patterned]) and not exists([{**patterned, "required": ["a"], **yes}])
+    assert exists([{"type": "integer", "minimum": 1.5, "maximum": 2}, {"minimum": -3}])
+    assert not exists([{"type": "number", "minimum": 0.5, "maximum": 0.7}])  # unknown
+    assert not exists([{"type": "integer", "minimum": 3}, {"maximum": 2}])
 
 
 def _products(node: Node) -> int:

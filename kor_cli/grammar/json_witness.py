@@ -6,7 +6,8 @@ mean building its AST just to learn it is not empty: utcm-monitor's item rule as
 235 deferred `properties` values, each a whole resource object, before the rule's first
 mask. Most such values obviously have a value: an object whose required members (if any)
 obviously have one, an empty array, a string (a `pattern`'s: its small DFA, compiled as
-the compiler compiles it, says), a literal of the enum.
+the compiler compiles it, says), an integer within the bounds, a literal of the enum, an
+`anyOf` branch that has one beside the rest (the compiler's union of cases).
 
 `Witness.exists(schemas)` says True only when it finds such a value from the schemas
 alone, under the compiler's own semantics (closed objects: a required member must be
@@ -19,6 +20,7 @@ order, none missing).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -29,11 +31,13 @@ from kor_cli.grammar.json_refs import Resolver
 
 MAX_SCHEMAS = 64  # schema objects in one conjunction (through $ref/allOf) looked at
 MAX_DEPTH = 8  # nested required members followed
+_BOUND = 1e15  # numeric bounds read (larger ones: unknown)
+MAX_BRANCHES = 32  # `anyOf` branches tried in one proof
 
 _KNOWN = frozenset({
     "type", "enum", "const", "properties", "required", "additionalProperties", "$ref",
     "allOf", "items", "prefixItems", "maxItems", "uniqueItems", "minLength", "maxLength",
-    "maxProperties", "pattern",
+    "maxProperties", "pattern", "anyOf", "patternProperties", "minimum", "maximum",
 })  # fmt: skip
 _NAMES = {"number": {"integer", "fraction"}}
 _ALL = frozenset({"null", "boolean", "integer", "fraction", "string", "array", "object"})
@@ -47,12 +51,41 @@ class Witness:
     ) -> None:
         self.resolver = resolver
         self.strings = strings  # (patterns, minLength, maxLength): the compiler's strings
+        self._branches = MAX_BRANCHES  # `anyOf` branches the current proof may still try
 
     def exists(self, schemas: list[Any], depth: int = 0) -> bool:
         """True if a value certainly satisfies all of `schemas` (False: unknown)."""
         found = self._flatten(schemas)
         if found is None or depth > MAX_DEPTH:
             return False
+        if depth == 0:
+            self._branches = MAX_BRANCHES
+        return self._cases(found, depth)
+
+    def _cases(self, found: list[dict[str, Any]], depth: int) -> bool:
+        """`found` with its first `anyOf` resolved by cases: some branch, joined to the
+        rest, has a value (as the compiler unions the conjunction with each branch); at
+        most `MAX_BRANCHES` branches are tried in one proof."""
+        for index, schema in enumerate(found):
+            if "anyOf" not in schema:
+                continue
+            branches = schema["anyOf"]
+            if not isinstance(branches, list):
+                return False
+            rest = [*found[:index], {k: v for k, v in schema.items() if k != "anyOf"}]
+            rest += found[index + 1 :]
+            for branch in branches:
+                self._branches -= 1
+                if self._branches < 0:
+                    return False
+                extra = self._flatten([branch])
+                if extra is not None and self._cases(rest + extra, depth):
+                    return True
+            return False
+        return self._decide(found, depth)
+
+    def _decide(self, found: list[dict[str, Any]], depth: int) -> bool:
+        """`exists` for schema objects without `anyOf`."""
         keys = {k for s in found for k in s}
         types = set(_ALL)
         for schema in found:
@@ -116,7 +149,9 @@ class Witness:
             return not patterns or self.strings(patterns, low, min(highs, default=None))
         if kind == "object":
             return self._object(found, depth)
-        return True  # null, boolean, numbers (no bound is read), the empty array
+        if kind in ("integer", "fraction"):
+            return _integer_between(found)
+        return True  # null, boolean, the empty array
 
     def _object(self, found: list[dict[str, Any]], depth: int) -> bool:
         """The object of the required members only, each with a value of its own."""
@@ -126,6 +161,8 @@ class Witness:
             if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
                 return False
             required.update(dict.fromkeys(names))
+        if required and any("patternProperties" in s for s in found):
+            return False  # a required name may match a pattern: not followed here
         if any(not _count(s.get("maxProperties", len(required))) for s in found):
             return False
         if any(s.get("maxProperties", len(required)) < len(required) for s in found):
@@ -151,6 +188,19 @@ def _types(value: Any) -> set[str]:
     if not isinstance(names, list):
         return set()
     return {t for n in names if isinstance(n, str) for t in _NAMES.get(n, {n})} & _ALL
+
+
+def _integer_between(found: list[dict[str, Any]]) -> bool:
+    """Some integer (of a few digits: a plain literal) lies within every `minimum` and
+    `maximum` of `found`."""
+    lows = [s["minimum"] for s in found if "minimum" in s]
+    highs = [s["maximum"] for s in found if "maximum" in s]
+    bounds = [*lows, *highs]
+    if not all(isinstance(b, (int, float)) and not isinstance(b, bool) for b in bounds):
+        return False
+    if any(abs(b) > _BOUND for b in bounds):
+        return False
+    return not lows or not highs or max(map(math.ceil, lows)) <= min(map(math.floor, highs))
 
 
 def _count(value: Any) -> bool:
