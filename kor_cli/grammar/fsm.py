@@ -32,7 +32,7 @@ from kor_cli.grammar.ast import (
 )
 from kor_cli.grammar.dfa_cache import cached, remember
 from kor_cli.grammar.limits import check
-from kor_cli.grammar.minimize import minimal_triples, minimize, subsets
+from kor_cli.grammar.minimize import minimal_rows, minimize, subsets
 from kor_cli.grammar.nfa import NFA, byte_classes, leaf_masks
 
 DEFAULT_MAX_STATES = 50_000
@@ -237,10 +237,8 @@ def _build(node: Node, max_states: int) -> ByteDFA:
     nfa = NFA(class_masks, limit=10 * max_states)
     start = nfa.new()
     accept = nfa.build(node, start)
-    count, accepting, triples = subsets(
-        nfa.edges, nfa.eps, start, accept, len(class_masks), max_states
-    )
-    return _expand(minimal_triples(count, len(class_masks), accepting, 1, triples), class_of)
+    accepting, rows = subsets(nfa.edges, nfa.eps, start, accept, len(class_masks), max_states)
+    return _expand(minimal_rows(len(class_masks), accepting, 1, rows), class_of)
 
 
 def _lower(root: Node, max_states: int) -> Node:

@@ -1,8 +1,9 @@
 """Subset construction and minimisation on class-compressed DFA tables.
 
 Tables are int32 [num_states, num_classes] with state 0 the dead state. The subset
-construction lists live transitions as triples; up to `_SPARSE` states they are minimised
-as sparse rows (`refine`, `minimal_triples`), never filled into a table. Otherwise
+construction lists each state's live transitions as a sparse row ({target: class mask});
+up to `_SPARSE` states they are minimised on those rows (`refine`, `minimal_rows`), never
+filled into a table. Otherwise
 minimisation is Moore's refinement vectorised with numpy (each round hashes every state's
 block and its successors' blocks; the result is verified exact, see `_moore`), falling back
 to Hopcroft's algorithm for partial DFAs (transitions to the dead state count as undefined,
@@ -28,9 +29,9 @@ def subsets(
     accept: int,
     num_classes: int,
     max_states: int,
-) -> tuple[int, np.ndarray, list[tuple[int, int, int]]]:
-    """Subset construction of an NFA over byte classes: (number of states, accepting,
-    the live transitions as (state, class mask, target) triples); see `minimal_triples`.
+) -> tuple[np.ndarray, list[dict[int, int]]]:
+    """Subset construction of an NFA over byte classes: (accepting, each state's live
+    transitions as {target: class mask}, as `refine.sparse_rows`); see `minimal_rows`.
 
     A subset of one NFA state is that state's number (most subsets are), a larger one a
     frozenset; a transition into one NFA state without epsilon edges needs no closure.
@@ -65,7 +66,7 @@ def subsets(
     ids = {sets[0]: 0, sets[1]: 1}
     unions: dict[frozenset[int], int] = {}
     by_target = [0] * len(edges)  # the subset reached on a transition into one NFA state
-    triples: list[tuple[int, int, int]] = []
+    rows: list[dict[int, int]] = [{}]
     i = 1
     while i < len(sets):
         if not i & 255:
@@ -78,6 +79,8 @@ def subsets(
                 parts = _split((subset,), edges, full)
         else:
             parts = _split(subset, edges, full)
+        row: dict[int, int] = {}
+        rows.append(row)
         for mask, targets in parts:
             if type(targets) is int or len(targets) == 1:
                 t = targets if type(targets) is int else targets[0]
@@ -92,10 +95,11 @@ def subsets(
                     union = empty.union(*map(members, key))
                     sub = next(iter(union)) if len(union) == 1 else union
                     target = unions[key] = _number(sub, ids, sets, max_states)
-            triples.append((i, mask, target))
+            found = row.get(target)
+            row[target] = mask if found is None else found | mask
         i += 1
     accepting = np.array([s == accept if type(s) is int else accept in s for s in sets])
-    return len(sets), accepting, triples
+    return accepting, rows
 
 
 def _number(
@@ -243,7 +247,17 @@ def minimal_triples(
     (`refine`), never building the whole table; larger ones filled in and minimised."""
     if count > _SPARSE:
         return minimize(_fill(count, num_classes, triples), accepting, start)
-    rows = sparse_rows(count, triples)
+    return minimal_rows(num_classes, accepting, start, sparse_rows(count, triples))
+
+
+def minimal_rows(
+    num_classes: int, accepting: np.ndarray, start: int, rows: list[dict[int, int]]
+) -> tuple[np.ndarray, np.ndarray, int]:
+    """`minimal_triples` of the states' live transitions given as {target: class mask}
+    rows (`refine.sparse_rows`; `subsets` gives them so)."""
+    if len(rows) > _SPARSE:
+        triples = [(s, m, t) for s, row in enumerate(rows) for t, m in row.items()]
+        return minimize(_fill(len(rows), num_classes, triples), accepting, start)
     found = canonical_blocks(rows, accepting.tolist(), start)
     if found is None:
         return np.zeros((1, num_classes), dtype=np.int32), np.zeros(1, dtype=bool), 0
