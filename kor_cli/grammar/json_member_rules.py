@@ -11,7 +11,9 @@ objects, values that may be either) add up to `OBJECT_NODES` AST nodes or more, 
 demand as for any split value), and the object's DFA keeps its keys, punctuation and
 scalars. The language is unchanged (inlining every call gives the same AST back); small
 objects are left alone: their schemas keep one rule and the very DFA they had (the
-whole-DFA engine, the masks it serves).
+whole-DFA engine, the masks it serves). `OBJECT_NODES` was 400: at 100, SchemaStore's
+middle schemas (hugo-theme, packwiz-pack: two or three small object members) no longer
+determinise those members before the first mask.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from kor_cli.grammar.json_rule_walk import Call, container, size
 from kor_cli.grammar.json_rules import RuleBook
 
 KEY_STATES = 128  # the excluded names' estimated DFA states from which other keys are a rule
-OBJECT_NODES = 400  # an object's container values (AST nodes) from which they split
+OBJECT_NODES = 100  # an object's container values (AST nodes) from which they split
 VALUE_NODES = 24  # a container value's AST nodes from which it is a rule
 
 
