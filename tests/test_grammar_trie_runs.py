@@ -80,6 +80,25 @@ def test_walks_by_runs_equal_brute_force(walk: str, dfa: ToyDFA, tokens: list[by
             assert np.array_equal(index.allowed(state), want), state
 
 
+def test_a_dense_walk_shares_run_tokens_with_their_duplicates() -> None:
+    # state 2 loops on the alphabet but \xc3, which leads to state 1 (looping on all): the
+    # pruning step allows the run tokens under \xc3 by node, the first of two equal
+    # tokens; a dense walk ended before its duplicate was given the same fate
+    alphabet = [0, 45, 46, 97, 98, 128, 195, 255]
+    rows = np.zeros((3, 256), dtype=np.int32)
+    rows[1, alphabet] = 1
+    rows[2, alphabet] = 2
+    rows[2, 195] = 1
+    dfa = ToyDFA(rows, [1], start=1)
+    tokens = [b"ba", b"\xc3\x00", b"\xc3\x00", b"aa\x00"]
+    info = TokenizerInfo([None, *tokens], stop_ids=[0], vocab_size=len(tokens) + 3)
+    with walk_mode("dense"), _forced_runs():
+        index = TokenIndex(dfa, info)
+        for state in (1, 2):
+            want = brute_allowed(dfa, info.token_bytes, info.stop_ids, state)
+            assert np.array_equal(index.allowed(state), want), state
+
+
 def _names() -> ToyDFA:
     """`[A-Z][a-z]+( [A-Z][a-z]+)*"` (1: a capital, 2: the first lowercase letter, 3: in
     a word, 4: after the quote)."""

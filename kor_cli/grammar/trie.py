@@ -164,10 +164,15 @@ class TokenTrie:
             level1 = not len(kids) or kids.max() < self.offsets[min(2, self.depth)]
             if level1 and self.subtree.take(kids).sum() > dense:
                 self._walk_dense(transitions, root_states, kids, kid_states, out)
+                self._share(out)  # the pruning step allowed run tokens by node
                 return
             nodes, states = kids, kid_states
         self._walk_sparse(transitions, nodes, states, out, prune, pruned)
-        if len(self.same_ids):  # tokens spelled like an earlier one share its fate
+        self._share(out)
+
+    def _share(self, out: np.ndarray) -> None:
+        """Tokens spelled like an earlier one share its fate (found by its end node)."""
+        if len(self.same_ids):
             out[self.same_ids] = out.take(self.same_as)
 
     def _mark(self, nodes: np.ndarray, out: np.ndarray) -> None:
