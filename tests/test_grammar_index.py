@@ -26,6 +26,7 @@ from grammar_helpers import (
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from kor_cli.grammar import trie as trie_module
 from kor_cli.grammar.bitmask import as_numpy_bitmask, write_row
 from kor_cli.grammar.compile import compile_json_schema
 from kor_cli.grammar.index import TokenIndex
@@ -90,6 +91,33 @@ def random_dfas(draw: st.DrawFn) -> ToyDFA:
 def test_random_dfas_and_vocabularies(walk: str, dfa: ToyDFA, extra: list[bytes]) -> None:
     info = TokenizerInfo([*TOY_BYTES, *extra], stop_ids=[11, 2], vocab_size=len(TOY_BYTES) + 40)
     with walk_mode(walk):
+        index = TokenIndex(dfa, info)
+        check_index(index, dfa, list(range(dfa.num_states)))
+
+
+@st.composite
+def sparse_letter_dfas(draw: st.DrawFn) -> ToyDFA:
+    """Random DFAs over a-f whose states read few of them."""
+    size = draw(st.integers(2, 5))
+    rows = [[0] * 256 for _ in range(size)]
+    for state in range(1, size):
+        for byte in b"abcdef":
+            rows[state][byte] = draw(st.sampled_from([0, 0, 0, *range(size)]))
+    accepting = draw(st.sets(st.integers(1, size - 1)))
+    return ToyDFA(rows, accepting, start=draw(st.integers(1, size - 1)))
+
+
+@pytest.mark.parametrize("walk", ["depth-first", "hand-over"])
+@settings(max_examples=150, deadline=None)
+@given(
+    dfa=sparse_letter_dfas(),
+    extra=st.lists(st.text("abcdef", min_size=1, max_size=4), min_size=10, max_size=60),
+)
+def test_walks_that_bisect_for_a_states_bytes(walk: str, dfa: ToyDFA, extra: list[str]) -> None:
+    # a state reading one letter, of a node's three or more children, finds it by bisection
+    tokens = [*TOY_BYTES, *(text.encode() for text in extra)]
+    info = TokenizerInfo(tokens, stop_ids=[11], vocab_size=len(tokens) + 3)
+    with walk_mode(walk), mock.patch.object(trie_module, "_FEW", 1):
         index = TokenIndex(dfa, info)
         check_index(index, dfa, list(range(dfa.num_states)))
 

@@ -46,6 +46,7 @@ _MAX_TOKENIZERS = 4
 _MAX_STATES = 1 << 23  # state << 8 | byte must fit an int32 index
 _MAX_RUN_ON = 64  # tokens past a forced string walked one by one; more: a trie walk
 _QUOTE = ord('"')
+_SINGLE_ALL = 1024  # a DFA of at most this many states finds every state's one byte at once
 
 
 class _Shared(NamedTuple):
@@ -148,6 +149,7 @@ class TokenIndex:
         self._accepting = np.asarray(dfa.accepting, dtype=bool) & live
         self._single: dict[int, int] = {}  # state → its one way on (-1: none or several)
         self._continues: dict[int, bool] = {}  # state → some byte leads on
+        self._ways: dict[int, list[int]] = {}  # state → the bytes it reads (trie walks)
         self._stops = np.asarray(info.stop_ids, dtype=np.int64)
         self._stop_set = frozenset(info.stop_ids)
         self._tables: _Shared | None = None  # the tokenizer's trie and body tables, on use
@@ -243,7 +245,7 @@ class TokenIndex:
         if mask is None:
             mask = np.zeros(self._words * 32, dtype=bool)  # whole words: packs without a copy
             row = self._flat[state << 8 : (state + 1) << 8]
-            self._trie.walk(self._flat, row, mask[: self.vocab_size], self._pruner())
+            self._trie.walk(self._flat, row, mask[: self.vocab_size], self._pruner(), self._ways)
         if self._accepting[state]:
             mask[self._stops] = True
         self._packed[state] = np.packbits(mask, bitorder="little").view("<u4")
@@ -264,7 +266,7 @@ class TokenIndex:
             return None
         remaining, after = found
         mask = tables.mask(remaining)
-        tables.rest.walk(self._flat, after, mask[: self.vocab_size])
+        tables.rest.walk(self._flat, after, mask[: self.vocab_size], ways=self._ways)
         return mask
 
     def _forced_words(self, state: int) -> np.ndarray | None:
@@ -335,10 +337,18 @@ class TokenIndex:
         return found
 
     def _single_byte(self, state: int) -> int:
-        """The one byte that leads on from `state` (-1: none or several), found on the
-        state's first visit (a whole-table pass would cost more than a first mask)."""
+        """The one byte that leads on from `state` (-1: none or several): for every state
+        at once on the first call when the DFA is small (one pass over the table costs
+        what ~30 single rows do), else found on the state's first visit."""
         found = self._single.get(state)
         if found is None:
+            if not self._single and self.num_states <= _SINGLE_ALL:
+                live = self._flat.reshape(self.num_states, 256) != 0
+                counts = np.count_nonzero(live, axis=1)
+                first = np.where(counts == 1, live.argmax(axis=1), -1)
+                self._single = dict(enumerate(first.tolist()))
+                self._continues = dict(enumerate((counts > 0).tolist()))
+                return self._single[state]
             ways = self._flat[state << 8 : (state + 1) << 8].nonzero()[0].tolist()
             found = ways[0] if len(ways) == 1 else -1
             self._single[state] = found

@@ -28,6 +28,8 @@ _DEAD_CHECK = 4  # a dense walk looks for an all-dead level every this many leve
 _DEPTH_FIRST = 64  # at most this many nodes in the frontier: walk them depth first,
 _BUDGET = 32  # for at most this many nodes, then on in whole-array steps
 _WIDE = 24  # a node with more children steps them as one array in a depth-first walk
+_FEW = 8  # ... or, given the states' bytes, bisects for those a state reads (at most this
+# many, and fewer than half its children)
 # drops the nodes whose subtrees it allows whole from a frontier (nodes, states, out)
 Prune = Callable[[np.ndarray, np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]] | None
 
@@ -131,7 +133,12 @@ class TokenTrie:
         return prefixes, lo, hi
 
     def walk(
-        self, transitions: np.ndarray, first: np.ndarray, out: np.ndarray, prune: Prune = None
+        self,
+        transitions: np.ndarray,
+        first: np.ndarray,
+        out: np.ndarray,
+        prune: Prune = None,
+        ways: dict[int, list[int]] | None = None,
     ) -> None:
         """Set `out[token]` for every token whose bytes never reach the dead state.
 
@@ -140,7 +147,10 @@ class TokenTrie:
         bytes. `out` is a bool array over the token ids (the `token_bytes` passed in), False
         at this trie's tokens; its other entries are left as they are. `prune` (optional)
         takes a frontier (nodes, states, out), sets the tokens of the subtrees it allows
-        whole and returns the frontier without them (`trie_loops.LoopPrune`).
+        whole and returns the frontier without them (`trie_loops.LoopPrune`). `ways`
+        (optional, kept by the caller per DFA): state → the bytes it reads, filled here on
+        use; a depth-first step then finds a wide node's live children by bisecting its
+        children for those bytes instead of reading them all.
         """
         roots = self.offsets[1] if self.depth else 0
         root_states = first.take(self.byte[:roots])
@@ -167,7 +177,7 @@ class TokenTrie:
                 self._share(out)  # the pruning step allowed run tokens by node
                 return
             nodes, states = kids, kid_states
-        self._walk_sparse(transitions, nodes, states, out, prune, pruned)
+        self._walk_sparse(transitions, nodes, states, out, prune, pruned, ways)
         self._share(out)
 
     def _share(self, out: np.ndarray) -> None:
@@ -202,11 +212,12 @@ class TokenTrie:
         out: np.ndarray,
         prune: Prune = None,
         pruned: bool = False,
+        ways: dict[int, list[int]] | None = None,
     ) -> None:
         """Follow the live `nodes` (with `states`) down: whole-array steps while they are
         many, depth first while they are few (once a depth-first walk has run out of
         budget, only while their whole subtrees are few). `pruned`: `nodes` have been
-        offered to `prune` already."""
+        offered to `prune` already; `ways` as in `walk`."""
         reached = []
         spent = False  # a depth-first walk ran out of budget: many nodes live below
         while len(nodes):
@@ -217,7 +228,7 @@ class TokenTrie:
             if len(nodes) <= _DEPTH_FIRST and (
                 not spent or self.subtree.take(nodes).sum() <= _DEPTH_FIRST
             ):
-                left = self._depth_first(transitions, nodes.tolist(), states.tolist(), out)
+                left = self._depth_first(transitions, nodes.tolist(), states.tolist(), out, ways)
                 if not left:
                     break
                 spent = True
@@ -228,13 +239,20 @@ class TokenTrie:
             self._mark(np.concatenate(reached), out)
 
     def _depth_first(
-        self, transitions: np.ndarray, nodes: list[int], states: list[int], out: np.ndarray
+        self,
+        transitions: np.ndarray,
+        nodes: list[int],
+        states: list[int],
+        out: np.ndarray,
+        ways: dict[int, list[int]] | None = None,
     ) -> list[tuple[int, int]]:
         """Allow the tokens below `nodes` (in `states`) that stay alive, in plain Python
         (a node of more than _WIDE children steps them as one array). Past _BUDGET nodes
         it stops and returns the (node, state) pairs it has yet to expand (their own tokens
         allowed already), for whole-array steps: the live part under a few nodes may be
-        large (a lowercase root inside a word) or small (a run of spaces)."""
+        large (a lowercase root inside a word) or small (a run of spaces). With `ways`, a
+        node whose state reads at most _FEW bytes, fewer than half its children, finds
+        its live children by bisection."""
         if not self._views:
             self._views.append(tuple(map(_ints, (self.child_start, self.byte, self.node_token))))
         child_start, byte, node_token = self._views[0]
@@ -247,6 +265,23 @@ class TokenTrie:
             node, state = stack.pop()
             lo, hi = child_start[node], child_start[node + 1]
             base = state << 8
+            live = None
+            if ways is not None and hi - lo > 2 * _FEW:
+                live = ways.get(state)
+                if live is None:
+                    row = transitions[base : base + 256]
+                    live = ways[state] = row.nonzero()[0].tolist()
+                if len(live) > _FEW or 2 * len(live) >= hi - lo:
+                    live = None
+            if live is not None:  # each byte the state reads (all lead on), if a child
+                for value in live:
+                    kid = bisect_left(byte, value, lo, hi)
+                    if kid < hi and byte[kid] == value:
+                        stack.append((kid, table[base | value]))
+                        token = node_token[kid]
+                        if token >= 0:
+                            found.append(token)
+                continue
             if hi - lo > _WIDE:
                 kid_states = transitions.take(self.byte[lo:hi] | base)
                 alive = np.flatnonzero(kid_states)
