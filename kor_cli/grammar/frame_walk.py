@@ -49,6 +49,7 @@ VECTOR_MIN = 24  # fewer tokens under a dense state are walked one by one
 VECTOR_MAX = 1024  # more: the walk gives up (the caller uses TokenIndex)
 START_LIMIT = 24_000  # at most this many tokens under a start state are walked as arrays
 _ONE = [bytes((b,)) for b in range(256)]
+_FEW = 16  # fewer tokens read by bytes are set in their words one by one (no ufunc.at)
 
 
 class RuleWalker:
@@ -166,6 +167,7 @@ def _walk(
 ) -> Split | None:
     """`walk_state`'s pruned walk (None past `budget` or at an opening quote)."""
     tokens = sorted_.tokens
+    starts = sorted_.starts()
     out = Split()
     stays, singles = out.stays, out.singles
     todo = [(0, len(tokens), 0, state, False)]  # ..., inside a range of candidates
@@ -228,6 +230,12 @@ def _walk(
         budget -= len(nexts)
         if budget < 0:
             return None
+        if not depth:  # the first byte's ranges are known: no bisection of the whole list
+            for byte in nexts:
+                first, last = starts[byte], starts[byte + 1]
+                if first < last:
+                    todo.append((first, last, 1, flat[at << 8 | byte], 0))
+            continue
         prefix = tokens[lo][:depth]
         for byte in nexts:
             first = bisect_left(tokens, prefix + _ONE[byte], lo, hi)
@@ -253,14 +261,16 @@ def _walk_start(
     than START_LIMIT tokens do)."""
     starts = sorted_.starts()
     ranges: list[tuple[int, int]] = []
+    count = 0
     for byte in nexts:
         lo, hi = starts[byte], starts[byte + 1]
+        count += hi - lo
+        if count > START_LIMIT:  # a string body: given up at once
+            return None
         if ranges and ranges[-1][1] == lo:
             ranges[-1] = (ranges[-1][0], hi)
         elif lo < hi:
             ranges.append((lo, hi))
-    if sum(hi - lo for lo, hi in ranges) > START_LIMIT:
-        return None
     out = Split()
     out.stays, out.singles = walk_ranges(sorted_, ranges, 0, state, table, crossing)
     return out
@@ -314,7 +324,13 @@ def split_words(
     """The packed words of a split's tokens read by bytes, and of its candidates (less
     those read by bytes; None when it has none)."""
     ids = sorted_.ids
-    stays = _words(ids[np.asarray(split.stays, dtype=np.int64)], words)
+    if len(split.stays) <= _FEW:  # a literal's few tokens: no array ops
+        stays = np.zeros(words, dtype="<u4")
+        for position in split.stays:
+            token = int(ids[position])
+            stays[token >> 5] |= 1 << (token & 31)
+    else:
+        stays = _words(ids[np.asarray(split.stays, dtype=np.int64)], words)
     parts = [ids[lo:hi] for lo, hi in split.ranges]
     if split.singles:
         parts.append(ids[np.asarray(split.singles, dtype=np.int64)])
