@@ -22,7 +22,7 @@ from kor_cli.grammar.ast import Node
 from kor_cli.grammar.json_rule_walk import Call, container, size
 from kor_cli.grammar.json_rules import RuleBook
 
-KEY_STATES = 128  # the excluded names' estimated DFA states from which other keys are a rule
+KEY_STATES = 1  # the excluded names' estimated DFA states from which other keys are a rule
 OBJECT_NODES = 100  # an object's container values (AST nodes) from which they split
 VALUE_NODES = 24  # a container value's AST nodes from which it is a rule
 
@@ -50,7 +50,10 @@ def _size(value: Node) -> int:
 
 def extra_key(rules: RuleBook, key: Node, names: tuple[str, ...], pointer: str) -> Node:
     """`key` (the keys of members beyond `names`: any string but those, maybe split by
-    patterns; never empty) as a call to a rule of its own when `names` are long in all."""
+    patterns; never empty) as a call to a rule of its own when some name is excluded
+    (`KEY_STATES`, was 128): the difference, crossed with every named key's prefix in the
+    object's DFA, was most of the start rule of tsdrc, epr-manifest, language-configuration
+    (3-127 states of names); with no name excluded, the key stays inline (no product)."""
     if sum(len(name) + 2 for name in names) < KEY_STATES:
         return key
     name = (pointer if "#" in pointer else "#" + pointer) + "/other-keys"
