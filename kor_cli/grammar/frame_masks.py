@@ -46,20 +46,17 @@ masks are exactly `TokenIndex`'s.
 from __future__ import annotations
 
 import atexit
-import hashlib
 import weakref
 import zlib
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
 from kor_cli.grammar.frame_cache import frames_path, read_frames, write_frames
 from kor_cli.grammar.frame_escapes import FrameMask, frame_mask, stored_rows
+from kor_cli.grammar.frame_indexes import RuleIndexCache, RuleIndexes
 from kor_cli.grammar.frame_returns import decide_returns
 from kor_cli.grammar.frame_walk import RuleWalker, split_words, walk_state
-from kor_cli.grammar.index import TokenIndex
 from kor_cli.grammar.shared_rules import shared_frame
 from kor_cli.grammar.stacks import CONTEXT, ESCAPES, STAYS, RuleTable, Stacks
 from kor_cli.grammar.string_body import crossing_table, split_body
@@ -71,33 +68,6 @@ from kor_cli.grammar.token_arrays import (
     sorted_tokens,
 )
 from kor_cli.grammar.vocab import TokenizerInfo
-
-
-class _TableDFA:
-    """A `ByteDFA`-shaped view of a table (what `TokenIndex` reads); its fingerprint hashes
-    the table itself (it keys `TokenIndex`'s disk cache)."""
-
-    def __init__(self, transitions: np.ndarray, accepting: np.ndarray, start: int, kind: str):
-        self.transitions = transitions
-        self.accepting = accepting
-        self.start = start
-        self._kind = kind
-
-    def fingerprint(self) -> str:
-        digest = hashlib.sha256(f"kor-rule-table-v1 {self._kind} {self.start}".encode())
-        digest.update(np.ascontiguousarray(self.accepting, dtype=np.uint8).tobytes())
-        digest.update(np.ascontiguousarray(self.transitions, dtype="<i4").tobytes())
-        return digest.hexdigest()
-
-
-@dataclass
-class _RuleIndexes:
-    by_bytes: TokenIndex
-    crossing: TokenIndex | None
-    size: int  # the rule's number of states: state s's first-byte copy is size + s
-    table: np.ndarray  # the rule's pruned table and crossing states: rules with equal
-    crossing_states: np.ndarray  # ones share these indexes (their masks are equal)
-    both: np.ndarray | None = None  # `string_body.crossing_table`, flat, on first use
 
 
 class FrameMasks:
@@ -112,8 +82,6 @@ class FrameMasks:
         self.info = info
         self.cache_dir = cache_dir
         self.words = (info.vocab_size + 31) // 32
-        self._indexes: dict[int, _RuleIndexes] = {}
-        self._by_table: dict[tuple[int, int, int], list[_RuleIndexes]] = {}
         self._masks: dict[tuple[int, int], FrameMask] = {}
         stops = np.zeros(self.words, dtype="<u4")
         for stop in info.stop_ids:
@@ -121,6 +89,7 @@ class FrameMasks:
         self.stop_words = stops
         self._keep = ~stops  # clears the stop bits TokenIndex sets in accepting states
         self._calls = stacks.rules.has_calls
+        self._indexes = RuleIndexCache(info, cache_dir, self._calls)
         self._walkers: dict[int, RuleWalker] = {}
         self._kinds_of: dict[int, tuple[np.ndarray, np.ndarray]] = {}
         self._same: dict[int, int] = {}
@@ -318,7 +287,7 @@ class FrameMasks:
                 return by_bytes, None, []
             return by_bytes, crossing, split.escapes
         indexes = self._rule_indexes(rule_id, table)
-        ahead = indexes.by_bytes._chains.ahead(at) if indexes.crossing is not None else None
+        ahead = indexes.by_bytes._chains.ahead(at) if self._calls else None
         if ahead is not None:  # a string body: both masks from one walk of its rest trie
             if indexes.both is None:
                 table_now = indexes.by_bytes._flat.reshape(-1, 256)  # dead ends pruned
@@ -328,7 +297,7 @@ class FrameMasks:
             if split_both is not None:
                 return split_both[0], split_both[1], []
         by_bytes = indexes.by_bytes.packed(at) & self._keep
-        if indexes.crossing is None:
+        if not self._calls:
             return by_bytes, None, []
         if ahead is not None:
             ids = None  # the crossing index's body tables are fastest
@@ -338,58 +307,25 @@ class FrameMasks:
             )
         if ids is not None:
             return by_bytes, _words(ids, self.words) & ~by_bytes, []
-        crossing = indexes.crossing.packed(indexes.size + at) & self._keep
+        index = indexes.crossing
+        assert index is not None  # a rule set with calls
+        crossing = index.packed(indexes.size + at) & self._keep
         return by_bytes, crossing & ~by_bytes, []
 
-    def _rule_indexes(self, rule_id: int, table: RuleTable) -> _RuleIndexes:
-        found = self._indexes.get(rule_id)
-        if found is not None:
-            return found
-        size = len(table.table)
-        has_call = np.zeros(size, dtype=bool)
-        has_call[list(table.calls)] = True
-        accepting = np.asarray(table.accepting, dtype=bool)
-        crossing_states = accepting | has_call
-        # the table is pruned: a state is live iff it reads a byte, accepts or calls
-        key = (size, zlib.crc32(table.table), zlib.crc32(crossing_states))
-        for same in self._by_table.get(key, ()):  # a rule built from the same subschema
-            if np.array_equal(same.table, table.table) and np.array_equal(
-                same.crossing_states, crossing_states
-            ):
-                found = self._indexes[rule_id] = same
-                return found
-        live = crossing_states | table.table.any(axis=1)
-        live[0] = False
-        start, root = max(table.start, 1), self.cache_dir
-        dfa = _TableDFA(table.table, crossing_states, start, "bytes")
-        by_bytes = TokenIndex(dfa, self.info, root, live)
-        crossing = None
-        if self._calls:
-            both = np.concatenate((live, live, [True]))  # a copy reads as its state; X lives
-            crossing = TokenIndex(
-                _crossing_dfa(table.table, crossing_states), self.info, root, both
-            )
-        found = _RuleIndexes(by_bytes, crossing, size, table.table, crossing_states)
-        self._indexes[rule_id] = found
-        self._by_table.setdefault(key, []).append(found)
-        return found
+    def _rule_indexes(self, rule_id: int, table: RuleTable) -> RuleIndexes:
+        return self._indexes.get(rule_id, table)
 
     @property
     def indexed_rules(self) -> int:
         """How many rules' token indexes were made (to build frame masks not cached; rules
         with equal tables share theirs)."""
-        return sum(map(len, self._by_table.values()))
+        return self._indexes.made
 
     @property
     def nbytes(self) -> int:
         """Memory held by the frame masks and the rules' token indexes."""
         frames = sum(m.stays.nbytes for m in {id(m): m for m in self._masks.values()}.values())
-        indexes = [
-            i.by_bytes.nbytes + (i.crossing.nbytes if i.crossing else 0)
-            for group in self._by_table.values()
-            for i in group
-        ]
-        return frames + sum(indexes)
+        return frames + self._indexes.nbytes
 
     def arrays(self) -> set[int]:
         """The ids of the arrays `nbytes` counts as frames' (stacks may share them)."""
@@ -412,25 +348,6 @@ def save_frame_caches() -> None:
 
 
 atexit.register(save_frame_caches)
-
-
-def _crossing_dfa(table: np.ndarray, crossing: np.ndarray) -> Any:
-    """States 0..n-1: the rule's, except that the `crossing` ones (a call, accepting) send
-    every byte to X = 2n; states n..2n-1: copies reading their first byte by byte edges only.
-    Crossing states and X count as accepting (live)."""
-    size = len(table)
-    cross = 2 * size
-    out = np.zeros((2 * size + 1, 256), dtype=np.int32)
-    out[:size] = table
-    out[:size][crossing] = cross
-    out[size : 2 * size] = table
-    out[cross] = cross
-    accepting = np.zeros(2 * size + 1, dtype=bool)
-    accepting[:size] = crossing
-    accepting[size : 2 * size] = crossing
-    accepting[cross] = True
-    accepting[0] = accepting[size] = False
-    return _TableDFA(out, accepting, size + 1 if size > 1 else cross, "crossing")
 
 
 def _less(

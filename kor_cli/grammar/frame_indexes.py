@@ -1,0 +1,137 @@
+"""A rule's two token indexes, as `frame_masks` reads them (see its docstring):
+
+- *bytes*: the rule's pruned DFA with call states counted as live (tokens read by bytes);
+- *crossing*: the same, except that after at least one byte every call or accepting state
+  sends any byte to an absorbing state X (`crossing_dfa`). Made on first use: most frames
+  are split by `frame_walk` or `string_body`, which never read it (its table is about
+  twice the rule's, ~50-130 us to make on Qwen).
+
+Rules with equal tables and crossing states share their indexes (`RuleIndexCache`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import zlib
+from pathlib import Path
+
+import numpy as np
+
+from kor_cli.grammar.index import TokenIndex
+from kor_cli.grammar.stacks import RuleTable
+from kor_cli.grammar.vocab import TokenizerInfo
+
+
+class TableDFA:
+    """A `ByteDFA`-shaped view of a table (what `TokenIndex` reads); its fingerprint hashes
+    the table itself (it keys `TokenIndex`'s disk cache)."""
+
+    def __init__(self, transitions: np.ndarray, accepting: np.ndarray, start: int, kind: str):
+        self.transitions = transitions
+        self.accepting = accepting
+        self.start = start
+        self._kind = kind
+
+    def fingerprint(self) -> str:
+        digest = hashlib.sha256(f"kor-rule-table-v1 {self._kind} {self.start}".encode())
+        digest.update(np.ascontiguousarray(self.accepting, dtype=np.uint8).tobytes())
+        digest.update(np.ascontiguousarray(self.transitions, dtype="<i4").tobytes())
+        return digest.hexdigest()
+
+
+class RuleIndexes:
+    """One rule's indexes: `by_bytes`, and `crossing` (None in a rule set without calls)."""
+
+    def __init__(
+        self,
+        table: RuleTable,
+        crossing_states: np.ndarray,
+        info: TokenizerInfo,
+        cache_dir: Path | str | None,
+        calls: bool,
+    ) -> None:
+        self.size = len(table.table)  # state s's first-byte copy is size + s (crossing)
+        self.table = table.table  # the pruned table and crossing states: rules with equal
+        self.crossing_states = crossing_states  # ones share these indexes
+        self.both: np.ndarray | None = None  # `string_body.crossing_table`, flat, on use
+        # the table is pruned: a state is live iff it reads a byte, accepts or calls
+        live = crossing_states | table.table.any(axis=1)
+        live[0] = False
+        self._live, self._info, self._cache_dir, self._calls = live, info, cache_dir, calls
+        dfa = TableDFA(table.table, crossing_states, max(table.start, 1), "bytes")
+        self.by_bytes = TokenIndex(dfa, info, cache_dir, live)
+        self._crossing: TokenIndex | None = None
+
+    @property
+    def crossing(self) -> TokenIndex | None:
+        """The crossing index (made on first use; None without calls)."""
+        if self._crossing is None and self._calls:
+            live = self._live
+            both = np.concatenate((live, live, [True]))  # a copy reads as its state; X lives
+            dfa = crossing_dfa(self.table, self.crossing_states)
+            self._crossing = TokenIndex(dfa, self._info, self._cache_dir, both)
+        return self._crossing
+
+    @property
+    def nbytes(self) -> int:
+        """Memory held by the indexes made so far."""
+        return self.by_bytes.nbytes + (self._crossing.nbytes if self._crossing else 0)
+
+
+class RuleIndexCache:
+    """The `RuleIndexes` of a rule set's rules over one tokenizer, made on first request."""
+
+    def __init__(self, info: TokenizerInfo, cache_dir: Path | str | None, calls: bool) -> None:
+        self._info, self._cache_dir, self._calls = info, cache_dir, calls
+        self._indexes: dict[int, RuleIndexes] = {}
+        self._by_table: dict[tuple[int, int, int], list[RuleIndexes]] = {}
+
+    def get(self, rule_id: int, table: RuleTable) -> RuleIndexes:
+        """The indexes of rule `rule_id` (pruned tables `table`)."""
+        found = self._indexes.get(rule_id)
+        if found is not None:
+            return found
+        size = len(table.table)
+        has_call = np.zeros(size, dtype=bool)
+        has_call[list(table.calls)] = True
+        crossing_states = np.asarray(table.accepting, dtype=bool) | has_call
+        key = (size, zlib.crc32(table.table), zlib.crc32(crossing_states))
+        for same in self._by_table.get(key, ()):  # a rule built from the same subschema
+            if np.array_equal(same.table, table.table) and np.array_equal(
+                same.crossing_states, crossing_states
+            ):
+                found = self._indexes[rule_id] = same
+                return found
+        found = RuleIndexes(table, crossing_states, self._info, self._cache_dir, self._calls)
+        self._indexes[rule_id] = found
+        self._by_table.setdefault(key, []).append(found)
+        return found
+
+    @property
+    def made(self) -> int:
+        """How many rules' indexes were made (rules with equal tables share theirs)."""
+        return sum(map(len, self._by_table.values()))
+
+    @property
+    def nbytes(self) -> int:
+        """Memory held by the indexes made."""
+        return sum(i.nbytes for group in self._by_table.values() for i in group)
+
+
+def crossing_dfa(table: np.ndarray, crossing: np.ndarray) -> TableDFA:
+    """States 0..n-1: the rule's, except that the `crossing` ones (a call, accepting) send
+    every byte to X = 2n; states n..2n-1: copies reading their first byte by byte edges only.
+    Crossing states and X count as accepting (live)."""
+    size = len(table)
+    cross = 2 * size
+    out = np.zeros((2 * size + 1, 256), dtype=np.int32)
+    out[:size] = table
+    out[:size][crossing] = cross
+    out[size : 2 * size] = table
+    out[cross] = cross
+    accepting = np.zeros(2 * size + 1, dtype=bool)
+    accepting[:size] = crossing
+    accepting[size : 2 * size] = crossing
+    accepting[cross] = True
+    accepting[0] = accepting[size] = False
+    return TableDFA(out, accepting, size + 1 if size > 1 else cross, "crossing")
