@@ -38,6 +38,7 @@ def eager(monkeypatch: pytest.MonkeyPatch) -> None:
     """Compile everything up front (the engine before deferral) and bypass the LRU cache."""
     monkeypatch.setattr("kor_cli.grammar.json_defer.DEFER_SIZE", 10**9)
     monkeypatch.setattr("kor_cli.grammar.json_rules.SPLIT_SIZE", 10**9)
+    monkeypatch.setattr("kor_cli.grammar.json_member_rules.OBJECT_NODES", 10**9)
     compile_module._cache.clear()
 
 
