@@ -14,11 +14,14 @@ from hypothesis import strategies as st
 
 from kor_cli.errors import GrammarError
 from kor_cli.grammar import compile as compile_module
-from kor_cli.grammar.ast import Node, Product, children
+from kor_cli.grammar.ast import Node, Product, children, intersect
 from kor_cli.grammar.compile import GrammarOptions, compile_json_schema
+from kor_cli.grammar.fsm import compile_ast
 from kor_cli.grammar.json_location import Location, LocationSpace, _member_schemas
 from kor_cli.grammar.json_refs import Resolver
-from kor_cli.grammar.json_schema import SchemaCompiler
+from kor_cli.grammar.json_sample import has_string, sample
+from kor_cli.grammar.json_schema import STRICT, SchemaCompiler
+from kor_cli.grammar.json_values import quoted, string_node
 from tests.test_grammar_json_rules import check
 
 PATTERNS = ["^a+$", "^[Yy][Ee][Ss]$", "b", "^$", "^(x|yz)$", "^a{3}$"]
@@ -220,3 +223,24 @@ def test_utcm_like_language() -> None:
         {"displayName": "d", "resourceType": "micro.kind1", "properties": [1]},
     ]
     check(schema, valid, invalid)
+
+
+@given(
+    st.sampled_from([*PATTERNS, "1.0", "^\\d{2,3}-[A-Z]$", "é+", "^(ab|c)*z$", "\\\\", "^[^a]$"]),
+    st.integers(0, 4),
+    st.sampled_from([None, 0, 1, 3, 6]),
+)
+@settings(max_examples=120, deadline=None)
+def test_sampled_pattern_strings_are_strings_of_the_pattern(
+    pattern: str, low: int, high: int | None
+) -> None:
+    """A text found on a pattern's AST (`json_sample`) is one the compiled string of the
+    pattern within the lengths accepts; the found answer agrees with the compiled one."""
+    compiler = SchemaCompiler({})
+    body = compiler.defer.parsed(pattern, STRICT)
+    node = intersect(string_node(low, high), quoted(body))
+    dfa = compile_ast(node)
+    if has_string(body, low, high):
+        text = sample(quoted(body))
+        assert text is not None and dfa.accepts(text), (pattern, text)
+    assert compiler._some_string([pattern], low, high) == (not dfa.is_empty())

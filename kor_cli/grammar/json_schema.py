@@ -70,6 +70,7 @@ from kor_cli.grammar.json_member_values import PatternsApart
 from kor_cli.grammar.json_memo import ConjMemo
 from kor_cli.grammar.json_refs import Resolver
 from kor_cli.grammar.json_rules import RuleBook
+from kor_cli.grammar.json_sample import has_string
 from kor_cli.grammar.json_values import (
     BOOLEAN,
     NULL,
@@ -374,6 +375,8 @@ class SchemaCompiler:
         it (positive mode; False where a pattern is refused or a limit is met)."""
         node = string_node(low, high)
         try:
+            if len(patterns) == 1 and has_string(self.defer.parsed(patterns[0], STRICT), low, high):
+                return True  # a text found on the AST (`json_sample`): nothing compiled
             for pattern in patterns:
                 node = intersect(node, quoted(self.defer.parsed(pattern, STRICT)))
             return not compile_ast(node, self.max_states).is_empty()
