@@ -209,7 +209,10 @@ class TokenIndex:
         if words is None:
             words = self.packed(state).view(np.int32)
             self._rows[state] = words
-        write_row(bitmask, row, words)
+        if bitmask.shape[1] == self._words:  # the usual width: one assignment, no call
+            bitmask[row] = words
+        else:
+            write_row(bitmask, row, words)
 
     def tensor(self, state: int, device: Any = "cpu") -> Any:
         """The mask of `state` as a torch bool tensor on `device` (cached per device)."""
