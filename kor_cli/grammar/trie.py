@@ -381,6 +381,27 @@ def token_ranges(trie: TokenTrie) -> tuple[np.ndarray, np.ndarray]:
     return first, last
 
 
+def preorder(trie: TokenTrie) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per node of `trie`: its depth (int16) and preorder position, and the nodes in
+    preorder (depth first, children in byte order), where each subtree is one range."""
+    n = trie.num_nodes
+    depth = np.zeros(n, dtype=np.int16)
+    pre = np.zeros(n, dtype=np.int32)
+    roots = trie.offsets[1] if trie.depth else 0
+    sizes = trie.subtree
+    pre[:roots] = np.cumsum(sizes[:roots]) - sizes[:roots]
+    for level in range(1, trie.depth):
+        lo, hi = trie.offsets[level], trie.offsets[level + 1]
+        parents = trie.parent[lo:hi]
+        before = np.cumsum(sizes[lo:hi]) - sizes[lo:hi]  # earlier nodes of the level
+        first = trie.child_start.take(parents) - lo  # the parent's first child
+        pre[lo:hi] = pre.take(parents) + 1 + before - before.take(first)
+        depth[lo:hi] = level
+    nodes = np.empty(n, dtype=np.int32)
+    nodes[pre] = np.arange(n, dtype=np.int32)
+    return depth, pre, nodes
+
+
 def _expand(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
     """The concatenation of the index ranges lo[i] .. hi[i]."""
     counts = hi - lo

@@ -22,7 +22,14 @@ from bisect import bisect_left
 
 import numpy as np
 
-from kor_cli.grammar.trie import TokenTrie, _expand, _ints, levels_up, token_ranges
+from kor_cli.grammar.trie import (
+    TokenTrie,
+    _expand,
+    _ints,
+    levels_up,
+    preorder,
+    token_ranges,
+)
 from kor_cli.grammar.trie_runs import loop_runs
 
 _FOLD = np.where((np.arange(256) > 0) & (np.arange(256) < 128), np.arange(256), 0)
@@ -51,11 +58,14 @@ class LoopSkips:
         self.low = np.ascontiguousarray(below[:, 0])
         self.high = np.ascontiguousarray(below[:, 1])
         self.first, self.last = token_ranges(trie)
+        # the trie's preorder, for the loop-run tables (`trie_runs`), stored with these
+        self.depth, self.pre, self.preorder = preorder(trie)
         self._views: list[tuple[memoryview, ...]] = []  # plain-int reads, made on first use
 
     @property
     def nbytes(self) -> int:
-        return self.low.nbytes + self.high.nbytes + self.first.nbytes + self.last.nbytes
+        arrays = (self.low, self.high, self.first, self.last, self.depth, self.pre, self.preorder)
+        return sum(a.nbytes for a in arrays)
 
     def along(self, trie: TokenTrie, data: bytes) -> tuple[list[int], int, int]:
         """`trie.along(data)` (the sorted positions of the tokens that are a prefix of
@@ -103,6 +113,7 @@ class LoopPrune:
         self.table = table  # [num_states, 256]
         self.flat = table.ravel()
         self.runs = loop_runs(trie)
+        self.runs.adopt(skips.depth, skips.pre, skips.preorder)
         # per state, the bytes it does not loop on (folded, as two words: `~` of its class)
         self.not_low = np.full(len(table), np.uint64(0xFFFF_FFFF_FFFF_FFFF))
         self.not_high = self.not_low.copy()

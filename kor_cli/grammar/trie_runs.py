@@ -18,7 +18,7 @@ import weakref
 
 import numpy as np
 
-from kor_cli.grammar.trie import TokenTrie, _expand
+from kor_cli.grammar.trie import TokenTrie, _expand, preorder
 
 _MAX_CLASSES = 8  # class tables kept per trie (up to ~14 bytes a trie node each)
 
@@ -26,22 +26,16 @@ _MAX_CLASSES = 8  # class tables kept per trie (up to ~14 bytes a trie node each
 class _Order:
     """Per trie: each node's depth and preorder position, and the nodes in preorder."""
 
-    def __init__(self, trie: TokenTrie) -> None:
-        n = trie.num_nodes
-        self.depth = np.zeros(n, dtype=np.int16)
-        self.pre = np.zeros(n, dtype=np.int32)
-        roots = trie.offsets[1] if trie.depth else 0
-        sizes = trie.subtree
-        self.pre[:roots] = np.cumsum(sizes[:roots]) - sizes[:roots]
-        for level in range(1, trie.depth):
-            lo, hi = trie.offsets[level], trie.offsets[level + 1]
-            parents = trie.parent[lo:hi]
-            before = np.cumsum(sizes[lo:hi]) - sizes[lo:hi]  # earlier nodes of the level
-            first = trie.child_start.take(parents) - lo  # the parent's first child
-            self.pre[lo:hi] = self.pre.take(parents) + 1 + before - before.take(first)
-            self.depth[lo:hi] = level
-        self.nodes = np.empty(n, dtype=np.int32)
-        self.nodes[self.pre] = np.arange(n, dtype=np.int32)
+    def __init__(self, trie: TokenTrie | None = None) -> None:
+        if trie is not None:  # else filled by `of`
+            self.depth, self.pre, self.nodes = preorder(trie)
+
+    @classmethod
+    def of(cls, depth: np.ndarray, pre: np.ndarray, nodes: np.ndarray) -> _Order:
+        """The order of these arrays (kept elsewhere: `trie_loops.LoopSkips`)."""
+        order = cls()
+        order.depth, order.pre, order.nodes = depth, pre, nodes
+        return order
 
 
 class RunTables:
@@ -88,14 +82,20 @@ class LoopRuns:
     def __init__(self, trie: TokenTrie) -> None:
         self.trie = trie
         self._order: _Order | None = None
+        self._adopted = False  # the preorder is another table's (not counted here)
         self._tables: dict[bytes, RunTables] = {}
+
+    def adopt(self, depth: np.ndarray, pre: np.ndarray, nodes: np.ndarray) -> None:
+        """Use this preorder (`trie.preorder` of this trie, kept with the tokenizer's tables
+        on the disk cache) instead of building it on the first class table (~4 ms on Qwen)."""
+        if self._order is None:
+            self._order, self._adopted = _Order.of(depth, pre, nodes), True
 
     @property
     def nbytes(self) -> int:
-        """Memory held by the preorder and the class tables built so far."""
-        arrays = [] if self._order is None else [self._order.depth, self._order.pre]
-        if self._order is not None:
-            arrays.append(self._order.nodes)
+        """Memory held by the preorder (when built here) and the class tables so far."""
+        own = self._order is not None and not self._adopted
+        arrays = [self._order.depth, self._order.pre, self._order.nodes] if own else []
         for table in self._tables.values():
             arrays += (table.began, table.run_keys, table.run_tokens)
             arrays += (table.exits, table.exit_keys)
