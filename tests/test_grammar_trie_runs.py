@@ -131,3 +131,26 @@ def test_a_name_pattern_goes_by_its_runs() -> None:
             want = brute_allowed(dfa, info.token_bytes, info.stop_ids, state)
             assert np.array_equal(index.allowed(state), want), state
     assert calls[0] > 0
+
+
+def test_class_tables_round_trip_the_disk_cache(tmp_path) -> None:
+    trie = TokenTrie([b"abc", b"ab,", b"a", b"b.c", b"zz", b",a"])
+    loops = np.zeros(256, dtype=bool)
+    loops[list(b"abc")] = True
+    built = trie_runs.LoopRuns(trie)
+    built.store_at(tmp_path / "tables-x.bin")
+    want = built._tables_of(built._order_of(), loops)
+    (written,) = tmp_path.glob("tables-x-runs-*.bin")
+    again = trie_runs.LoopRuns(trie)
+    again.store_at(tmp_path / "tables-x.bin")
+    with mock.patch.object(trie_runs.RunTables, "__init__", side_effect=AssertionError):
+        read = again._tables_of(again._order_of(), loops)  # read, not built
+    for name in trie_runs._ARRAYS:
+        assert np.array_equal(getattr(read, name), getattr(want, name)), name
+    written.write_bytes(b"broken")  # a broken file is rebuilt (and rewritten)
+    third = trie_runs.LoopRuns(trie)
+    third.store_at(tmp_path / "tables-x.bin")
+    rebuilt = third._tables_of(third._order_of(), loops)
+    assert all(np.array_equal(getattr(rebuilt, n), getattr(want, n)) for n in trie_runs._ARRAYS)
+    assert trie_runs.RunTables.read(written, trie.num_nodes) is not None
+    assert trie_runs.RunTables.read(written, trie.num_nodes + 1) is None  # another trie

@@ -34,7 +34,7 @@ import numpy as np
 from kor_cli.grammar.bitmask import write_row
 from kor_cli.grammar.disk_cache import blob_key, blob_path, read_arrays, write_arrays
 from kor_cli.grammar.string_body import BodyChains, BodyTokens
-from kor_cli.grammar.table_cache import load_or_build
+from kor_cli.grammar.table_cache import load_or_build, tables_path
 from kor_cli.grammar.trie import TokenTrie
 from kor_cli.grammar.trie_loops import LoopPrune, LoopSkips
 from kor_cli.grammar.trie_runs import loop_runs
@@ -259,6 +259,7 @@ class TokenIndex:
             shared = self._shared()
             table = self._flat.reshape(self.num_states, 256)
             self._prune = LoopPrune(shared.skips, shared.trie, table)
+            self._prune.runs.store_at(tables_path(self.info.fingerprint))
         return self._prune
 
     def _chain_mask(self, tables: BodyTokens, state: int) -> np.ndarray | None:
