@@ -229,7 +229,10 @@ def test_dense_states_and_long_walks_are_left_to_the_token_indexes() -> None:
     stacks = Stacks(RuleSet(0, lambda k: compile_ast(literal("q"))))
     table = stacks.table(0)
     dense = [list(range(32, 127))] + [[]] * (len(table.table) - 1)
-    assert frame_walk.walk_state(sorted_, table.flat, dense, [0] * 9, 0) is None
+    with mock.patch.object(frame_walk, "VECTOR_MAX", 50):  # 95 tokens start there: many
+        assert frame_walk.walk_state(sorted_, table.flat, dense, [0] * 9, 0) is None
+    few = frame_walk.walk_state(sorted_, table.flat, dense, [0] * 9, 0)  # few: walked anyway
+    assert few is not None
     reads, follow = reads_and_follow(stacks, 0)
     start = table.start
     assert frame_walk.walk_state(sorted_, table.flat, reads, follow, start, budget=0) is None

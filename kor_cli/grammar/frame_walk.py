@@ -19,14 +19,15 @@ are recorded whole and the tokens read by bytes are taken out afterwards. A toke
 next byte cannot be read there is dead on every stack, so it is no candidate.
 
 The walk costs the bisections it makes, so a start state reading more than `DENSE_BYTES`
-bytes, or a walk past its `budget` of steps, falls back to walking every token that starts
-with a byte the state reads as one array (rows of a padded matrix of the sorted tokens:
-UTF-8 continuations, escapes, character-class loops of patterns) when at most `START_LIMIT`
-do; else (string bodies, free text) it returns None and is left to `TokenIndex`, whose
-string-body fast paths beat any walk there. Such a state's candidates come from
-`token_arrays.crossing_candidates`: a candidate must hold a byte that enters a crossing
-state (a string body: its closing quote) before its last byte, and few tokens do (Qwen:
-1,178 of 151,643 hold a quote), so only they are walked, as one array. `RuleWalker` holds a
+bytes (unless at most `VECTOR_MAX` tokens start with one: UTF-8 continuations, which the
+walk splits ~100 µs faster), or a walk past its `budget` of steps, falls back to walking
+every token that starts with a byte the state reads as one array (rows of a padded matrix of
+the sorted tokens: UTF-8 continuations, escapes, character-class loops of patterns) when at
+most `START_LIMIT` do; else (string bodies, free text) it returns None and is left to
+`TokenIndex`, whose string-body fast paths beat any walk there. Such a state's candidates
+come from `token_arrays.crossing_candidates`: a candidate must hold a byte that enters a
+crossing state (a string body: its closing quote) before its last byte, and few tokens do
+(Qwen: 1,178 of 151,643 hold a quote), so only they are walked, as one array. `RuleWalker` holds a
 rule's table in the forms these walks read (each state's bytes, the follow sets of its
 crossing states, found on first reach).
 """
@@ -136,21 +137,33 @@ def walk_state(
     table (0: dead), `reads[s]` the bytes state s reads (ascending), `follow[s]` 0 where s
     neither calls nor accepts, else the bytes that can be read next there as a 256-bit int
     (ANY where the frame can end; UNKNOWN: `resolve(s)` finds it, else ANY is assumed).
-    None when the start state reads more than `dense` bytes or the walk runs past `budget`
-    steps (the caller uses `TokenIndex`). `arrays` (optional): the table as int32
-    [states, 256] and `follow` as bool [states, 256] (may hold more bits): with them, the
-    tokens under a prefix that leads to a state reading more than `dense` bytes (an escape
-    inside a string, then its body) are walked as one array, and so are the tokens under
-    a start state that reads many bytes or makes the walk run past its budget, when at most
-    START_LIMIT tokens start with a byte it reads (a UTF-8 continuation, an escape).
+    None when the start state reads more than `dense` bytes (and more than VECTOR_MAX tokens
+    start with one) or the walk runs past `budget` steps (the caller uses `TokenIndex`).
+    `arrays` (optional): the table as int32 [states, 256] and `follow` as bool [states, 256]
+    (may hold more bits): with them, the tokens under a prefix that leads to a state reading
+    more than `dense` bytes (an escape inside a string, then its body) are walked as one
+    array, and so are the tokens under a start state that reads many bytes or makes the walk
+    run past its budget, when at most START_LIMIT tokens start with a byte it reads (a UTF-8
+    continuation, an escape).
     `final` (optional): the states that accept and neither read nor call: the tokens that
     reach one are `escapes` instead of candidates, unless a crossing state came first."""
     split = None
-    if len(reads[state]) <= dense:
+    nexts = reads[state]
+    if len(nexts) <= dense or _few_start(sorted_.starts(), nexts):
         split = _walk(sorted_, flat, reads, follow, state, resolve, arrays, budget, dense, final)
     if split is None and arrays is not None:
         split = _walk_start(sorted_, reads[state], state, *arrays)
     return split
+
+
+def _few_start(starts: Sequence[int], nexts: Sequence[int]) -> bool:
+    """True when at most VECTOR_MAX tokens start with a byte of `nexts`."""
+    count = 0
+    for byte in nexts:
+        count += starts[byte + 1] - starts[byte]
+        if count > VECTOR_MAX:
+            return False
+    return True
 
 
 def _walk(
