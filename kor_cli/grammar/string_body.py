@@ -219,10 +219,14 @@ def crossing_table(table: np.ndarray, crossing: np.ndarray) -> np.ndarray:
     size = len(table)
     cross = 2 * size
     out = np.empty((2 * size + 1, 256), dtype=np.int32)
-    marked = crossing.copy()
-    marked[0] = False
-    out[:size] = np.where(marked[table], table + size, table)
-    out[size:cross] = np.where(table == 0, cross, table + size)
+    ids = np.arange(size, dtype=np.int32)
+    entering = np.where(crossing, ids + size, ids).astype(np.int32)  # target t -> t or n + t
+    entering[0] = 0
+    crossed = ids + size  # from a crossed state: target t -> n + t, dead -> X
+    crossed[0] = cross
+    targets = table.astype(np.intp, copy=False)  # two lookups per entry, no masks
+    np.take(entering, targets, out=out[:size])
+    np.take(crossed, targets, out=out[size:cross])
     out[cross] = cross
     return out
 
