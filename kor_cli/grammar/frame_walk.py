@@ -58,10 +58,10 @@ class RuleWalker:
     state, the bytes that can follow there (any where the frame can end)."""
 
     def __init__(self, stacks: Stacks, rule_id: int, table: RuleTable) -> None:
-        rows, cols = np.nonzero(table.table)
-        bounds = np.searchsorted(rows, np.arange(len(table.table) + 1)).tolist()
-        cols_list = cols.tolist()
-        self.reads = [cols_list[a:b] for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
+        live = np.flatnonzero(table.table.ravel() != 0)  # s << 8 | b (2-D nonzero: 3x slower)
+        bounds = np.searchsorted(live >> 8, np.arange(len(table.table) + 1)).tolist()
+        cols = (live & 255).tolist()
+        self.reads = [cols[a:b] for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
         self.follow = [ANY if a else 0 for a in table.accepting]
         for state in table.calls:
             if not table.accepting[state]:
