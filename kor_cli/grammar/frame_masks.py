@@ -378,9 +378,11 @@ def _offset_rows(tokens: np.ndarray, where: np.ndarray) -> list[tuple[np.ndarray
     if not len(tokens):
         return []
     # bit k of each token's `where` (k = 1..WIDTH-1), offset major: rows by offset, then
-    # tokens in their order
-    offsets, at = np.nonzero((where[None, :] >> _OFFSETS[:, None]) & 1)
-    return [(tokens[at], _OFFSETS[offsets])]
+    # tokens in their order (one flat nonzero of bools: a 2-D one of int64 is ~3x slower)
+    size = len(tokens)
+    found = np.flatnonzero(((where[None, :] >> _OFFSETS[:, None]) & 1).astype(bool).ravel())
+    offsets = found // size
+    return [(tokens[found - offsets * size], _OFFSETS[offsets])]
 
 
 _OFFSETS = np.arange(1, WIDTH, dtype=np.int64)
@@ -404,7 +406,6 @@ _NO_IDS = np.zeros(0, dtype=np.int64)
 def _ids(words: np.ndarray, vocab_size: int) -> np.ndarray:
     """The token ids whose bits are set in packed words (only non-zero words unpacked)."""
     nonzero = np.flatnonzero(words)
-    bits = np.unpackbits(words[nonzero].view(np.uint8), bitorder="little").reshape(-1, 32)
-    rows, cols = np.nonzero(bits)
-    ids = nonzero[rows] * 32 + cols
+    bits = np.flatnonzero(np.unpackbits(words[nonzero].view(np.uint8), bitorder="little"))
+    ids = nonzero[bits >> 5] * 32 + (bits & 31)
     return ids[ids < vocab_size]
