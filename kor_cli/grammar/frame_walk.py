@@ -62,6 +62,8 @@ class RuleWalker:
         bounds = np.searchsorted(live >> 8, np.arange(len(table.table) + 1)).tolist()
         cols = (live & 255).tolist()
         self.reads = [cols[a:b] for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
+        self._live = live
+        self._next: list[list[int]] | None = None  # each state's live targets (`entries`)
         self.follow = [ANY if a else 0 for a in table.accepting]
         for state in table.calls:
             if not table.accepting[state]:
@@ -86,16 +88,29 @@ class RuleWalker:
     def entries(self, state: int) -> list[int]:
         """The bytes into a crossing state from the states `state` reaches by bytes."""
         table = self._table.table
-        seen = np.zeros(len(table), dtype=bool)
-        seen[state] = True
-        todo = [state]
-        while todo:
-            rows = np.unique(table[todo])
-            todo = [int(s) for s in rows[~seen[rows]] if s]
-            seen[todo] = True
-        crossing = np.asarray(self.follow, dtype=object) != 0
-        into = crossing[table[seen]]
+        nexts = self._targets()
+        seen = bytearray(len(table))
+        seen[state] = 1
+        reached = [state]
+        for at in reached:  # breadth first over the live targets
+            for to in nexts[at]:
+                if not seen[to]:
+                    seen[to] = 1
+                    reached.append(to)
+        crossing = np.fromiter((bits != 0 for bits in self.follow), bool, len(self.follow))
+        into = crossing[table[np.sort(np.asarray(reached))]]
         return np.flatnonzero(into.any(axis=0)).tolist()
+
+    def _targets(self) -> list[list[int]]:
+        """Each state's distinct live targets (found once per rule)."""
+        if self._next is None:
+            size = len(self._table.table)
+            live = self._live
+            pairs = np.unique((live >> 8) * size + self._table.table.ravel()[live])
+            bounds = np.searchsorted(pairs // size, np.arange(size + 1)).tolist()
+            targets = (pairs % size).tolist()
+            self._next = [targets[a:b] for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
+        return self._next
 
     def resolve(self, state: int) -> int:
         """The bytes that can follow at call state `state` (its callees' first bytes and
