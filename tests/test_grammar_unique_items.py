@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from kor_cli.errors import GrammarError
 from kor_cli.grammar import json_containers
 from kor_cli.grammar.compile import GrammarOptions, compile_json_schema, serialize
-from kor_cli.grammar.pushdown import PushdownGrammar, PushdownMatcher
+from kor_cli.grammar.pushdown import MAX_STACKS, PushdownGrammar, PushdownMatcher
 from kor_cli.grammar.unique_matcher import UniqueMatcher
 from kor_cli.grammar.vocab import TokenizerInfo
 
@@ -197,6 +197,41 @@ def test_masks_equal_the_small_finite_dfa(monkeypatch: pytest.MonkeyPatch) -> No
             assert dfa_matcher.accept_token(token) and run_matcher.accept_token(token)
             if dfa_matcher.is_finished:
                 break
+
+
+def test_an_ambiguous_grammar_with_checked_arrays_keeps_at_most_max_stacks() -> None:
+    """As the plain matcher (`PushdownGrammar.bounded`): `anyOf` branches calling
+    overlapping recursive rules double the parses per level (2^16 stacks took 7 s at
+    depth 16 before the bound); past `MAX_STACKS` the oldest are kept, masks equal walking
+    every token, and deep documents complete, a checked array's duplicates still refused."""
+    schema = {
+        "$defs": {
+            "a": {"type": "array", "items": {"$ref": "#/$defs/n"}},
+            "b": {"type": "array", "items": {"$ref": "#/$defs/n"}, "maxItems": 5},
+            "n": {"anyOf": [{"$ref": "#/$defs/a"}, {"$ref": "#/$defs/b"}, {"const": 1},
+                            {"type": "array", "items": {"type": "string"}, "uniqueItems": True}]},
+        },
+        "$ref": "#/$defs/n",
+    }  # fmt: skip
+    compiled = compile_json_schema(schema)
+    assert compiled.rules.checked
+    matcher = PushdownMatcher(PushdownGrammar(compiled.rules, TOY))
+    assert isinstance(matcher, UniqueMatcher)
+    depth = 40
+    for level in range(depth):
+        assert matcher.accept_token(ord("["))
+        assert len(matcher.uconfig) <= min(MAX_STACKS, 2 ** (level + 1))
+        allowed = matcher.allowed_mask()
+        if level % 10 == 9:
+            assert np.array_equal(allowed, _allowed_by_walking(matcher))
+        for token in np.flatnonzero(allowed)[::16]:  # a mask's tokens step on
+            assert matcher.accept_token(int(token)), TOY.token_bytes[token]
+            matcher.rollback(1)
+    assert len(matcher.uconfig) == MAX_STACKS
+    assert not matcher.accept_bytes(b'["x","x"')
+    assert matcher.accept_bytes(b'["x","y"]' + b"]" * depth) and matcher.is_accepting
+    text = b"[" * depth + b'["x","y"]' + b"]" * depth
+    jsonschema.validate(json.loads(text), schema)
 
 
 def test_rollback_restores_the_used_values() -> None:

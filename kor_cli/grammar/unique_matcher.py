@@ -25,7 +25,7 @@ from kor_cli.grammar.bitmask import pack_bool_mask
 from kor_cli.grammar.frame_masks import _ids
 from kor_cli.grammar.fsm import ByteDFA
 from kor_cli.grammar.index import TokenIndex
-from kor_cli.grammar.pushdown import FORCED_LIMIT, PushdownGrammar, PushdownMatcher
+from kor_cli.grammar.pushdown import FORCED_LIMIT, MAX_STACKS, PushdownGrammar, PushdownMatcher
 from kor_cli.grammar.stacks import Config
 from kor_cli.grammar.unique_check import ARRAY, ITEM, OUTSIDE, UConfig, UniqueChecks, UStack
 
@@ -178,10 +178,10 @@ class UniqueMatcher(PushdownMatcher):
         if not 0 <= token_id < self.grammar.vocab_size:
             return frozenset()
         data = self.grammar.info.token_bytes[token_id]
-        return self.masks.checks.walk(state, data) if data else frozenset()
+        return _bounded(self.masks.checks.walk(state, data)) if data else frozenset()
 
     def _walk(self, state: Any, data: bytes) -> Any:
-        return self.masks.checks.walk(state, data)
+        return _bounded(self.masks.checks.walk(state, data))
 
     @property
     def config(self) -> Config:
@@ -229,3 +229,22 @@ class UniqueMatcher(PushdownMatcher):
 
 def _plain(config: UConfig) -> Config:
     return frozenset(stack for stack, _ in config)
+
+
+def _bounded(config: UConfig) -> UConfig:
+    """`config`, or its `MAX_STACKS` oldest stacks when it holds more (as
+    `PushdownGrammar.bounded`; ties of one stack with several used sets in a fixed order,
+    not the hash order of their values)."""
+    if len(config) <= MAX_STACKS:
+        return config
+    return frozenset(sorted(config, key=lambda u: (u[0], _order(u[1])))[:MAX_STACKS])
+
+
+def _order(value: Any) -> str:
+    """A text of `value` (an aux: tuples, frozensets, bytes, value keys) that sorts the
+    same in every process (a frozenset's members sorted)."""
+    if isinstance(value, frozenset):
+        return "{" + ",".join(sorted(map(_order, value))) + "}"
+    if isinstance(value, tuple):
+        return "(" + ",".join(map(_order, value)) + ")"
+    return repr(value)
