@@ -109,10 +109,8 @@ def prompt_cmd(
     schema: str = typer.Argument(..., help=SCHEMA_HELP),
     input_path: str = typer.Argument("-", metavar="[INPUT|-]", help=INPUT_HELP),
     max_input_bytes: int = opts.MAX_INPUT_BYTES,
-    template: str | None = typer.Option(None, "--template", help="Instruction template file."),
-    input_formatter: str = typer.Option(
-        "none", "--input-formatter", help="none | triple_quotes | text_prefix (as in Kor)."
-    ),
+    template: str | None = opts.TEMPLATE,
+    input_formatter: str = opts.INPUT_FORMATTER,
     lenient: bool = opts.LENIENT,
     open_objects: bool = opts.OPEN_OBJECTS,
 ) -> None:
@@ -138,30 +136,17 @@ def prompt_cmd(
 
 
 @app.command("extract", epilog=EXIT_CODES)
+@opts.run_options(extraction=True)
 def extract_cmd(
     schema: str = typer.Argument(..., help=SCHEMA_HELP),
     input_path: str = typer.Argument("-", metavar="[INPUT|-]", help=INPUT_HELP),
     max_input_bytes: int = opts.MAX_INPUT_BYTES,
     model: str | None = opts.MODEL,
     mode: str = opts.MODE,
-    max_tokens: int = opts.MAX_TOKENS,
-    temperature: float = opts.TEMPERATURE,
-    top_k: int = opts.TOP_K,
-    top_p: float = opts.TOP_P,
-    seed: int | None = opts.SEED,
-    chat: bool | None = opts.CHAT,
-    device: str = opts.DEVICE,
-    dtype: str = opts.DTYPE,
-    threads: int = opts.THREADS,
-    compile: bool | None = opts.COMPILE,
-    template: str | None = opts.TEMPLATE,
-    input_formatter: str = opts.INPUT_FORMATTER,
     jump: bool = opts.JUMP,
-    allow_refusal: bool = opts.ALLOW_REFUSAL,
-    allow_empty: bool | None = opts.ALLOW_EMPTY,
-    lenient: bool = opts.LENIENT,
-    open_objects: bool = opts.OPEN_OBJECTS,
     pretty: bool = typer.Option(False, "--pretty", help="Indent the JSON result."),
+    *,
+    run: opts.RunArgs,
 ) -> None:
     """Extract one record from a text and print the JSON result.
 
@@ -179,25 +164,10 @@ def extract_cmd(
         from kor_cli.extract import Extractor
         from kor_cli.schema import load_schema
 
-        loaded_schema = load_schema(schema, lenient=lenient, open_objects=open_objects)
+        loaded_schema = load_schema(schema, lenient=run.lenient, open_objects=run.open_objects)
         text = opts.stdin_or(input_path, max_input_bytes)
-        options = opts.build_extract_options(
-            mode=mode,
-            max_tokens=max_tokens,
-            temperature=temperature,
-            top_k=top_k,
-            top_p=top_p,
-            seed=seed,
-            chat=chat,
-            template=template,
-            input_formatter=input_formatter,
-            jump=jump,
-            allow_refusal=allow_refusal,
-            lenient=lenient,
-            open_objects=open_objects,
-            allow_empty=allow_empty,
-        )
-        backend = load_backend(model, device=device, dtype=dtype, threads=threads, compile=compile)
+        options = run.extract_options(mode, jump)
+        backend = load_backend(model, **run.placement())
         opts.check_fits(text, input_path, backend)
         extractor = Extractor(loaded_schema, backend, options)
         for message in extractor.warnings:
@@ -214,6 +184,7 @@ def extract_cmd(
 
 
 @app.command("generate", epilog=EXIT_CODES)
+@opts.run_options(extraction=False)
 def generate_cmd(
     prompt_path: str = typer.Argument(
         "-", metavar="[PROMPT|-]", help="File holding the prompt, or '-' for stdin (default)."
@@ -225,17 +196,9 @@ def generate_cmd(
         None, "--choice", help="The output must be one of these comma-separated options."
     ),
     model: str | None = opts.MODEL,
-    max_tokens: int = opts.MAX_TOKENS,
-    temperature: float = opts.TEMPERATURE,
-    top_k: int = opts.TOP_K,
-    top_p: float = opts.TOP_P,
-    seed: int | None = opts.SEED,
-    chat: bool | None = opts.CHAT,
-    device: str = opts.DEVICE,
-    dtype: str = opts.DTYPE,
-    threads: int = opts.THREADS,
-    compile: bool | None = opts.COMPILE,
     jump: bool = opts.JUMP,
+    *,
+    run: opts.RunArgs,
 ) -> None:
     """Generate free text constrained by --regex or --choice, with no schema.
 
@@ -247,16 +210,13 @@ def generate_cmd(
 
     def action() -> int:
         from kor_cli.backends import load_backend
-        from kor_cli.decode import SamplingOptions
         from kor_cli.generate import generate_text, text_grammar
 
         grammar = text_grammar(regex, choice)
         prompt = opts.stdin_or(prompt_path)
-        sampling = SamplingOptions(
-            temperature=temperature, top_k=top_k, top_p=top_p, seed=seed, max_new_tokens=max_tokens
-        )
-        backend = load_backend(model, device=device, dtype=dtype, threads=threads, compile=compile)
-        result = generate_text(backend, prompt, grammar, sampling, chat=chat, jump=jump)
+        sampling = run.sampling()
+        backend = load_backend(model, **run.placement())
+        result = generate_text(backend, prompt, grammar, sampling, chat=run.chat, jump=jump)
         emit_json(result.to_dict())
         return EXIT_OK if result.valid else EXIT_INVALID
 
@@ -269,6 +229,7 @@ Exit codes: 0 every record valid · 2 usage, schema or input error · 3 some rec
 
 
 @app.command("batch", epilog=BATCH_EXIT_CODES)
+@opts.run_options(extraction=True)
 def batch_cmd(
     schema: str = typer.Argument(..., help=SCHEMA_HELP),
     inputs: list[str] = typer.Argument(
@@ -297,23 +258,7 @@ def batch_cmd(
         min=0,
         help="Split texts longer than N tokens (default: what fits the context; 0: never).",
     ),
-    max_tokens: int = opts.MAX_TOKENS,
-    temperature: float = opts.TEMPERATURE,
-    top_k: int = opts.TOP_K,
-    top_p: float = opts.TOP_P,
-    seed: int | None = opts.SEED,
-    chat: bool | None = opts.CHAT,
-    device: str = opts.DEVICE,
-    dtype: str = opts.DTYPE,
-    threads: int = opts.THREADS,
-    compile: bool | None = opts.COMPILE,
-    template: str | None = opts.TEMPLATE,
-    input_formatter: str = opts.INPUT_FORMATTER,
     jump: bool = opts.JUMP,
-    allow_refusal: bool = opts.ALLOW_REFUSAL,
-    allow_empty: bool | None = opts.ALLOW_EMPTY,
-    lenient: bool = opts.LENIENT,
-    open_objects: bool = opts.OPEN_OBJECTS,
     ray: str | None = typer.Option(
         None,
         "--ray",
@@ -327,6 +272,8 @@ def batch_cmd(
     gpus_per_worker: float | None = typer.Option(
         None, "--gpus-per-worker", min=0, help="--ray: GPUs per worker (default: 1 if any, else 0)."
     ),
+    *,
+    run: opts.RunArgs,
 ) -> None:
     """Extract a record from every JSONL line or text file into one JSONL file.
 
@@ -340,22 +287,7 @@ def batch_cmd(
     def action() -> int:
         from kor_cli.batch import BatchOptions, run_batch
 
-        options = opts.build_extract_options(
-            mode=mode,
-            max_tokens=max_tokens,
-            temperature=temperature,
-            top_k=top_k,
-            top_p=top_p,
-            seed=seed,
-            chat=chat,
-            template=template,
-            input_formatter=input_formatter,
-            jump=jump,
-            allow_refusal=allow_refusal,
-            lenient=lenient,
-            open_objects=open_objects,
-            allow_empty=allow_empty,
-        )
+        options = run.extract_options(mode, jump)
         batch = BatchOptions(
             inputs=tuple(inputs),
             output=output,
@@ -374,10 +306,7 @@ def batch_cmd(
             scale_out = RayOptions(ray, workers, gpus_per_worker)
         elif workers is not None or gpus_per_worker is not None:
             raise UsageError("--workers and --gpus-per-worker need --ray")
-        return run_batch(
-            schema, model, options, batch, device=device, dtype=dtype, scale_out=scale_out,
-            threads=threads, compile=compile,
-        )  # fmt: skip
+        return run_batch(schema, model, options, batch, scale_out=scale_out, **run.placement())
 
     raise typer.Exit(run_guarded(action))
 

@@ -3,17 +3,24 @@ into `ExtractOptions`, and the input checks those commands share. No torch impor
 
 from __future__ import annotations
 
+import functools
+import inspect
 import math
 import re
 import sys
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import typer
 
 from kor_cli.errors import InputError
 
 if TYPE_CHECKING:
+    from kor_cli.decode import SamplingOptions
     from kor_cli.extract import ExtractOptions
+
+Command = TypeVar("Command", bound=Callable[..., Any])
 
 SCHEMA_HELP = (
     "Schema: file.yaml | file.json | path/to/file.py:Class | package.module:Class "
@@ -152,6 +159,94 @@ def build_extract_options(
     )
     check_options(options)
     return options
+
+
+# The options every model-running command shares, as (annotation, typer option), in --help
+# order: sampling, then the model's placement, then (for extraction) prompt and schema.
+_SAMPLING: dict[str, tuple[Any, Any]] = {
+    "max_tokens": (int, MAX_TOKENS),
+    "temperature": (float, TEMPERATURE),
+    "top_k": (int, TOP_K),
+    "top_p": (float, TOP_P),
+    "seed": (int | None, SEED),
+    "chat": (bool | None, CHAT),
+}
+_PLACEMENT: dict[str, tuple[Any, Any]] = {
+    "device": (str, DEVICE),
+    "dtype": (str, DTYPE),
+    "threads": (int, THREADS),
+    "compile": (bool | None, COMPILE),
+}
+_EXTRACTION: dict[str, tuple[Any, Any]] = {
+    "template": (str | None, TEMPLATE),
+    "input_formatter": (str, INPUT_FORMATTER),
+    "allow_refusal": (bool, ALLOW_REFUSAL),
+    "allow_empty": (bool | None, ALLOW_EMPTY),
+    "lenient": (bool, LENIENT),
+    "open_objects": (bool, OPEN_OBJECTS),
+}
+
+
+@dataclass(frozen=True)
+class RunArgs:
+    """The shared options as given on one command line (see `run_options`)."""
+
+    values: dict[str, Any]
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return self.values[name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+    def placement(self) -> dict[str, Any]:
+        """`load_backend`'s keyword arguments: device, dtype, threads, compile."""
+        return {name: self.values[name] for name in _PLACEMENT}
+
+    def sampling(self) -> SamplingOptions:
+        from kor_cli.decode import SamplingOptions
+
+        v = self.values
+        return SamplingOptions(
+            temperature=v["temperature"],
+            top_k=v["top_k"],
+            top_p=v["top_p"],
+            seed=v["seed"],
+            max_new_tokens=v["max_tokens"],
+        )
+
+    def extract_options(self, mode: str = "constrained", jump: bool = True) -> ExtractOptions:
+        """The checked `ExtractOptions` (an extraction command's `RunArgs`)."""
+        extraction = {name: self.values[name] for name in _EXTRACTION}
+        sampling = {name: self.values[name] for name in _SAMPLING}
+        return build_extract_options(mode=mode, jump=jump, **sampling, **extraction)
+
+
+def run_options(*, extraction: bool) -> Callable[[Command], Command]:
+    """Give a command the shared sampling and placement options (and, with `extraction`,
+    the prompt and schema ones) after its own, collected into its `run: RunArgs`
+    parameter: declared once here instead of in every command's signature."""
+    shared = {**_SAMPLING, **_PLACEMENT, **(_EXTRACTION if extraction else {})}
+
+    def decorate(func: Command) -> Command:
+        signature = inspect.signature(func, eval_str=True)
+        own = [p for p in signature.parameters.values() if p.name != "run"]
+        added = [
+            inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=option, annotation=kind)
+            for name, (kind, option) in shared.items()
+        ]
+
+        @functools.wraps(func)
+        def command(**kwargs: Any) -> Any:
+            run = RunArgs({name: kwargs.pop(name) for name in shared})
+            return func(run=run, **kwargs)
+
+        parameters = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in own] + added
+        command.__signature__ = signature.replace(parameters=parameters)  # type: ignore[attr-defined]
+        command.__annotations__ = {p.name: p.annotation for p in parameters}
+        return command  # type: ignore[return-value]
+
+    return decorate
 
 
 def stdin_or(path: str, limit: int | None = None) -> str:

@@ -17,6 +17,7 @@ Exit codes: 0 the run completed (bad input lines are counted, not fatal) · 2 us
 or input error · 4 model failed to load · 130 interrupted."""
 
 
+@opts.run_options(extraction=True)
 def compare_cmd(
     schema: str = typer.Argument(..., help=opts.SCHEMA_HELP),
     inputs: list[str] = typer.Argument(
@@ -39,22 +40,8 @@ def compare_cmd(
     report: str | None = typer.Option(
         None, "--report", metavar="FILE.html", help="Also write a self-contained HTML report."
     ),
-    max_tokens: int = opts.MAX_TOKENS,
-    temperature: float = opts.TEMPERATURE,
-    top_k: int = opts.TOP_K,
-    top_p: float = opts.TOP_P,
-    seed: int | None = opts.SEED,
-    chat: bool | None = opts.CHAT,
-    device: str = opts.DEVICE,
-    dtype: str = opts.DTYPE,
-    threads: int = opts.THREADS,
-    compile: bool | None = opts.COMPILE,
-    template: str | None = opts.TEMPLATE,
-    input_formatter: str = opts.INPUT_FORMATTER,
-    allow_refusal: bool = opts.ALLOW_REFUSAL,
-    allow_empty: bool | None = opts.ALLOW_EMPTY,
-    lenient: bool = opts.LENIENT,
-    open_objects: bool = opts.OPEN_OBJECTS,
+    *,
+    run: opts.RunArgs,
 ) -> None:
     """Run prompt-only and constrained extraction on the same records and compare them.
 
@@ -72,22 +59,7 @@ def compare_cmd(
         chosen = parse_modes(modes)
         if report:
             check_report_path(report)
-        base = opts.build_extract_options(
-            mode="constrained",
-            max_tokens=max_tokens,
-            temperature=temperature,
-            top_k=top_k,
-            top_p=top_p,
-            seed=seed,
-            chat=chat,
-            template=template,
-            input_formatter=input_formatter,
-            jump=True,
-            allow_refusal=allow_refusal,
-            allow_empty=allow_empty,
-            lenient=lenient,
-            open_objects=open_objects,
-        )
+        base = run.extract_options()
         options = CompareOptions(
             inputs=tuple(inputs),
             modes=chosen,
@@ -97,10 +69,7 @@ def compare_cmd(
             batch_size=batch_size,
             limit=limit,
         )
-        result = run_compare(
-            schema, model, base, options, device=device, dtype=dtype, threads=threads,
-            compile=compile,
-        )  # fmt: skip
+        result = run_compare(schema, model, base, options, **run.placement())
         if report:
             write_report(result, report)
         if as_json:
@@ -125,29 +94,16 @@ Exit codes: 0 decoding finished · 1 it stopped at --max-tokens · 2 usage, sche
 error · 4 model failed to load · 130 interrupted."""
 
 
+@opts.run_options(extraction=True)
 def trace_cmd(
     schema: str = typer.Argument(..., help=opts.SCHEMA_HELP),
     input_path: str = typer.Argument("-", metavar="[INPUT|-]", help=opts.INPUT_HELP),
     max_input_bytes: int = opts.MAX_INPUT_BYTES,
     model: str | None = opts.MODEL,
     as_json: bool = typer.Option(False, "--json", help="Print the steps as a JSON list."),
-    max_tokens: int = opts.MAX_TOKENS,
-    temperature: float = opts.TEMPERATURE,
-    top_k: int = opts.TOP_K,
-    top_p: float = opts.TOP_P,
-    seed: int | None = opts.SEED,
-    chat: bool | None = opts.CHAT,
-    device: str = opts.DEVICE,
-    dtype: str = opts.DTYPE,
-    threads: int = opts.THREADS,
-    compile: bool | None = opts.COMPILE,
-    template: str | None = opts.TEMPLATE,
-    input_formatter: str = opts.INPUT_FORMATTER,
     jump: bool = opts.JUMP,
-    allow_refusal: bool = opts.ALLOW_REFUSAL,
-    allow_empty: bool | None = opts.ALLOW_EMPTY,
-    lenient: bool = opts.LENIENT,
-    open_objects: bool = opts.OPEN_OBJECTS,
+    *,
+    run: opts.RunArgs,
 ) -> None:
     """Show constrained decoding of one text step by step.
 
@@ -164,25 +120,10 @@ def trace_cmd(
         from kor_cli.schema import load_schema
         from kor_cli.trace import run_trace, summary, trace_table
 
-        loaded_schema = load_schema(schema, lenient=lenient, open_objects=open_objects)
+        loaded_schema = load_schema(schema, lenient=run.lenient, open_objects=run.open_objects)
         text = opts.stdin_or(input_path, max_input_bytes)
-        options = opts.build_extract_options(
-            mode="constrained",
-            max_tokens=max_tokens,
-            temperature=temperature,
-            top_k=top_k,
-            top_p=top_p,
-            seed=seed,
-            chat=chat,
-            template=template,
-            input_formatter=input_formatter,
-            jump=jump,
-            allow_refusal=allow_refusal,
-            allow_empty=allow_empty,
-            lenient=lenient,
-            open_objects=open_objects,
-        )
-        backend = load_backend(model, device=device, dtype=dtype, threads=threads, compile=compile)
+        options = run.extract_options(jump=jump)
+        backend = load_backend(model, **run.placement())
         opts.check_fits(text, input_path, backend)
         steps, decoded, warnings = run_trace(loaded_schema, backend, text, options)
         for message in warnings:
