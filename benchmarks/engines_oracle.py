@@ -17,6 +17,8 @@ from typing import Any
 import jsonschema
 import numpy as np
 
+from kor_cli.grammar.fsm import ByteDFA
+from kor_cli.grammar.json_key_witness import shortest
 from kor_cli.grammar.surface import TokenizerInfo
 
 EXAMPLES = 8  # disagreement examples (with a spot check) per engine pair and direction
@@ -107,22 +109,9 @@ class DFAOracle:
 
     def shortest_completion(self, state: int) -> bytes | None:
         """The shortest bytes from `state` to an accepting state (BFS)."""
-        parent: dict[int, tuple[int, int]] = {state: (-1, -1)}
-        queue = deque([state])
-        while queue:
-            s = queue.popleft()
-            if self.accepting[s]:
-                out = bytearray()
-                while parent[s][0] >= 0:
-                    s, byte = parent[s]
-                    out.append(byte)
-                return bytes(reversed(out))
-            for byte in range(256):
-                t = int(self.table[s, byte])
-                if t and t not in parent:
-                    parent[t] = (s, byte)
-                    queue.append(t)
-        return None
+        if not state:
+            return None
+        return shortest(ByteDFA(self.table, self.accepting, state))
 
 
 def _coreachable(table: np.ndarray, accepting: np.ndarray) -> np.ndarray:

@@ -17,23 +17,36 @@ import itertools
 from collections import deque
 from collections.abc import Callable, Iterator
 
+import numpy as np
+
 from kor_cli.grammar.fsm import ByteDFA
 
 MAX_TRIES = 4096  # joined keys checked at most
 
 
-def shortest(dfa: ByteDFA) -> bytes | None:
-    """A shortest string `dfa` accepts (None if none)."""
+BYTE_ORDER = np.arange(256, dtype=np.int64)
+
+
+def shortest(dfa: ByteDFA, order: np.ndarray = BYTE_ORDER) -> bytes | None:
+    """A shortest string `dfa` accepts (None if none): breadth first, each state's targets
+    queued in the order of their first byte in `order` (a permutation of the 256 bytes),
+    so among the shortest strings the first in that order byte by byte wins."""
     table = dfa.transitions
-    seen = {dfa.start: b""}
+    back: dict[int, tuple[int, int]] = {dfa.start: (-1, -1)}
     queue = deque([dfa.start])
     while queue:
         state = queue.popleft()
         if dfa.accepting[state]:
-            return seen[state]
-        for byte, target in enumerate(table[state].tolist()):
-            if target and target not in seen:
-                seen[target] = seen[state] + bytes([byte])
+            text = bytearray()
+            while back[state][0] >= 0:
+                state, byte = back[state]
+                text.append(byte)
+            return bytes(reversed(text))
+        row = table[state]
+        firsts = order[np.sort(np.unique(row[order], return_index=True)[1])]
+        for target, byte in zip(row[firsts].tolist(), firsts.tolist(), strict=True):
+            if target and target not in back:
+                back[target] = (state, byte)
                 queue.append(target)
     return None
 

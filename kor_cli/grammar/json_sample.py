@@ -10,12 +10,10 @@ what the walk cannot see (a JSON string, its length); None sends it back to the 
 
 from __future__ import annotations
 
-from collections import deque
-
 import numpy as np
 
 from kor_cli.grammar.ast import Alt, Automaton, Bytes, Node, Repeat, Seq
-from kor_cli.grammar.fsm import ByteDFA
+from kor_cli.grammar.json_key_witness import shortest
 from kor_cli.grammar.json_values import quoted, string_node
 
 MAX_BYTES = 256  # texts longer than this are not looked for
@@ -68,29 +66,8 @@ def _walk(node: Node, out: bytearray) -> bool:
                 return False
         return True
     if isinstance(node, Automaton):
-        found = _shortest(node.dfa)
+        found = shortest(node.dfa, _ORDER)
         if found is not None:
             out += found
         return found is not None
     return False
-
-
-def _shortest(dfa: ByteDFA) -> bytes | None:
-    """A shortest text `dfa` accepts (printable bytes first), or None."""
-    table = dfa.transitions
-    back: dict[int, tuple[int, int]] = {dfa.start: (-1, -1)}
-    todo = deque([dfa.start])
-    while todo:
-        state = todo.popleft()
-        if dfa.accepting[state]:
-            text = bytearray()
-            while back[state][0] >= 0:
-                state, byte = back[state]
-                text.append(byte)
-            return bytes(reversed(text))
-        targets, first = np.unique(table[state][_ORDER], return_index=True)
-        for target, byte in zip(targets.tolist(), _ORDER[first].tolist(), strict=True):
-            if target and target not in back:
-                back[target] = (state, byte)
-                todo.append(target)
-    return None
