@@ -234,7 +234,7 @@ def _build(node: Node, max_states: int) -> ByteDFA:
                 union = product(union, dfa, "or", max_states)
             return union
     class_of, class_masks = byte_classes(leaf_masks(node))
-    nfa = NFA(class_masks, limit=10 * max_states)
+    nfa = NFA(class_masks, 10 * max_states, class_of.tolist())
     start = nfa.new()
     accept = nfa.build(node, start)
     accepting, rows = subsets(nfa.edges, nfa.eps, start, accept, len(class_masks), max_states)

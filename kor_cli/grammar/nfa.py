@@ -99,7 +99,10 @@ def byte_classes(masks: Iterable[int]) -> tuple[np.ndarray, list[int]]:
 class NFA:
     """A Thompson NFA under construction; `build(node, src)` returns the exit state."""
 
-    def __init__(self, class_masks: list[int], limit: int) -> None:
+    def __init__(
+        self, class_masks: list[int], limit: int, byte_class: list[int] | None = None
+    ) -> None:
+        """`byte_class` (optional): the class of each byte, as `byte_classes` gives it."""
         self.class_masks = class_masks
         self.limit = limit
         self.edges: list[list[tuple[int, int]]] = []
@@ -107,7 +110,7 @@ class NFA:
         self._memo: dict[int, int] = {}
         self._embedded: dict[int, tuple[list[list[tuple[int, int]]], list[int]]] = {}
         self._reps: np.ndarray | None = None  # one byte of each class
-        self._byte_class: list[int] | None = None
+        self._byte_class = byte_class
         self._next_check = 0
 
     def new(self) -> int:
@@ -302,26 +305,37 @@ class NFA:
         return dst
 
     def _embedding(self, dfa: ByteDFA) -> tuple[list[list[tuple[int, int]]], list[int]]:
-        """Class-mask edges of the DFA's states 1.. and its accepting states (vectorised:
-        the DFA's columns at one byte of each NFA class, grouped by (state, target))."""
+        """Class-mask edges of the DFA's states 1.. and its accepting states: a small DFA's
+        from its (cached) byte-mask edges, a large one's vectorised (`_table_edges`)."""
         found = self._embedded.get(id(dfa))
         if found is None:
-            if self._reps is None:
-                self._reps = np.array([(m & -m).bit_length() - 1 for m in self.class_masks])
-            table = dfa.transitions[1:, self._reps]
-            rows: list[list[tuple[int, int]]] = [[] for _ in range(len(table))]
-            src, cls = np.nonzero(table)
-            if len(src):
-                key = src.astype(np.int64) * dfa.num_states + table[src, cls]
-                order = np.argsort(key, kind="stable")
-                key, cls = key[order], cls[order]
-                starts = np.flatnonzero(np.concatenate(([True], key[1:] != key[:-1])))
-                pairs = key[starts].tolist()
-                for pair, mask in zip(pairs, _or_of_bits(cls, starts), strict=True):
-                    rows[pair // dfa.num_states].append((mask, pair % dfa.num_states))
-            found = (rows, np.flatnonzero(dfa.accepting).tolist())
-            self._embedded[id(dfa)] = found
+            if dfa.num_states <= _EDGES_SIZE:
+                classes_of = self.classes_of
+                rows = [[(classes_of(m), t) for m, t in row] for row in dfa.edges()[1:]]
+            else:
+                rows = self._table_edges(dfa)
+            found = self._embedded[id(dfa)] = (rows, np.flatnonzero(dfa.accepting).tolist())
         return found
+
+    def _table_edges(self, dfa: ByteDFA) -> list[list[tuple[int, int]]]:
+        """The DFA's columns at one byte of each NFA class, grouped by (state, target)."""
+        if self._reps is None:
+            self._reps = np.array([(m & -m).bit_length() - 1 for m in self.class_masks])
+        table = dfa.transitions[1:, self._reps]
+        rows: list[list[tuple[int, int]]] = [[] for _ in range(len(table))]
+        src, cls = np.nonzero(table)
+        if len(src):
+            key = src.astype(np.int64) * dfa.num_states + table[src, cls]
+            order = np.argsort(key, kind="stable")
+            key, cls = key[order], cls[order]
+            starts = np.flatnonzero(np.concatenate(([True], key[1:] != key[:-1])))
+            pairs = key[starts].tolist()
+            for pair, mask in zip(pairs, _or_of_bits(cls, starts), strict=True):
+                rows[pair // dfa.num_states].append((mask, pair % dfa.num_states))
+        return rows
+
+
+_EDGES_SIZE = 256  # embedded DFAs up to this size are read off their (cached) byte-mask edges
 
 
 def _or_of_bits(bits: np.ndarray, starts: np.ndarray) -> list[int]:
