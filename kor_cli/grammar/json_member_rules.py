@@ -57,4 +57,6 @@ def extra_key(rules: RuleBook, key: Node, names: tuple[str, ...], pointer: str) 
     if sum(len(name) + 2 for name in names) < KEY_STATES:
         return key
     name = (pointer if "#" in pointer else "#" + pointer) + "/other-keys"
+    # by identity: `key` is the rule's body, held by its builder and then `rules.bodies`
+    # (never dropped), so its id is not reused while the entry lives
     return rules.fixed(name, lambda: key, key=("other keys", id(key)))

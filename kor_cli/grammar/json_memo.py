@@ -8,10 +8,14 @@ differ.
 
 The key holds everything a conjunction's AST depends on: each part's schema (by identity;
 the memo keeps the parts alive so no id is reused), skipped keywords, `parent` (which
-`unevaluated*` reads) and `synthetic`; the location; the mode (positive or negative,
-under a product or not, lenient or strict, the depth negative mode's "any value" nests
-to); and under products, where recursion is unrolled, how often each `$ref` target is
-already open (outside products recursion becomes rules and the counts do not matter).
+`unevaluated*` reads: the id of a schema of the loaded documents or of another part of the
+same conjunction, an applicator's holder, which `json_applicators.distribute` keeps among
+the branch's parts, so it is kept alive as well) and `synthetic`; the location (by
+identity: kept in the entry, and by `LocationSpace` for the compile); the mode (positive
+or negative, under a product or not, lenient or strict, the depth negative mode's "any
+value" nests to); and under products, where recursion is unrolled, how often each `$ref`
+target is already open (outside products recursion becomes rules and the counts do not
+matter).
 ASTs are immutable, so sharing one between places is safe; a call to a rule names the
 same conjunction wherever it appears.
 """
