@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from kor_cli.grammar import compile as kor_compile
-from kor_cli.grammar import dfa_cache, disk_cache
+from kor_cli.grammar import dfa_cache, disk_cache, shared_rules
 from kor_cli.grammar.compile import GrammarOptions, compile_json_schema
 from kor_cli.grammar.index import TokenIndex, token_trie
 from kor_cli.grammar.surface import CompiledGrammar, GrammarMatcher, TokenizerInfo, compile_grammar
@@ -66,10 +66,14 @@ class Kor:
 
     @staticmethod
     def clear_caches() -> None:
-        """Forget earlier compiles: the compile LRU and the structural DFA cache (a repeat
-        must not reuse DFAs an earlier compile left there)."""
+        """Forget earlier compiles: the compile LRU, the structural DFA cache and the
+        schema-independent rules with their frame masks (`shared_rules`: the "any value"
+        and free types' rules), so a repeat reuses no DFA or mask an earlier compile left.
+        The fixed automata (any string, any number) and parsed formats stay, as the
+        tokenizer's tables do: a one-off per process."""
         kor_compile._cache.clear()
         dfa_cache.clear()
+        shared_rules.clear()
 
     def compile(self, schema: Any) -> CompiledGrammar:
         self.clear_caches()
