@@ -76,7 +76,8 @@ def _bounds() -> str:
 def _class() -> str:
     """A character class: `[`, maybe `^`, ranges within a-z/A-Z/0-9, escapes, `]`."""
     ranges = "|".join(
-        f"{chr(c)}-[{chr(c)}-{last}]" for first, last in ("az", "AZ", "09")
+        f"{chr(c)}-[{chr(c)}-{last}]"
+        for first, last in ("az", "AZ", "09")
         for c in range(ord(first), ord(last) + 1)
     )
     item = rf"(?:{ranges}|\\[{_META}/\-dDwWsS]|[^\x00-\x1f\x7f\]\\\[\-&~|^])"
