@@ -15,7 +15,7 @@ from test_grammar_frame_walk import reachable, rules_and_tokens
 from kor_cli.grammar import frame_masks
 from kor_cli.grammar.compile import compile_json_schema
 from kor_cli.grammar.frame_masks import FrameMasks
-from kor_cli.grammar.frame_returns import decide_returns
+from kor_cli.grammar.frame_returns import decide_returns, read_calls
 from kor_cli.grammar.rules import RuleSet
 from kor_cli.grammar.stacks import Stacks
 from kor_cli.grammar.vocab import TokenizerInfo
@@ -76,3 +76,54 @@ def test_returns_decide_as_the_simulation_on_qwen(schema: str, tokenizer_info_fa
     # the call states' `]`, `}`, `,` tokens are decided from the return state (reviews'
     # calls are its large values: no token leaves one and goes on in its caller there)
     assert (decided > 0) == (schema != "reviews")
+
+
+def no_reader(frames, table, state, ids, stays):
+    """The behaviour without `read_calls`: every token it would read goes to the simulation."""
+    return (np.zeros(0, np.int64), np.zeros(0, np.int64)), ids
+
+
+def frames_with_and_without_reader(rules: RuleSet, info: TokenizerInfo, rule_ids: list[int]) -> int:
+    """Build every frame of `rule_ids` with and without `read_calls`, assert them equal and
+    return how many tokens it decided without the simulation."""
+    decided = 0
+
+    def counting(frames, table, state, ids, stays):
+        nonlocal decided
+        rows, slow = read_calls(frames, table, state, ids, stays)
+        decided += len(ids) - len(slow)
+        return rows, slow
+
+    with mock.patch.object(frame_masks, "read_calls", counting):
+        fast = FrameMasks(Stacks(rules), info)
+        for rule_id in rule_ids:
+            for state in range(len(fast.stacks.table(rule_id).table)):
+                fast.get(rule_id, state)
+    with mock.patch.object(frame_masks, "read_calls", no_reader):
+        slow = FrameMasks(Stacks(rules), info)
+        for rule_id in rule_ids:
+            for state in range(len(slow.stacks.table(rule_id).table)):
+                want, got = slow.get(rule_id, state), fast.get(rule_id, state)
+                assert np.array_equal(got.stays, want.stays), (rule_id, state)
+                assert got.ends == want.ends, (rule_id, state)
+                assert got.escapes() == want.escapes(), (rule_id, state)
+    return decided
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(rules_and_tokens())
+def test_call_reader_decides_as_the_simulation_on_drawn_rules(drawn) -> None:
+    rules, token_bytes = drawn
+    frames_with_and_without_reader(rules, TokenizerInfo(token_bytes), reachable(rules))
+
+
+@pytest.mark.parametrize("schema", ["tree", "rpc", "ui"])
+def test_call_reader_decides_as_the_simulation_on_qwen(schema: str, tokenizer_info_factory) -> None:
+    source = (
+        recursive_schema(schema, closed=True)
+        if schema in ("tree", "rpc")
+        else FIVE[schema]["schema"]
+    )
+    rules = compile_json_schema(source).rules
+    info = tokenizer_info_factory("qwen")
+    assert frames_with_and_without_reader(rules, info, rules.reachable_rules()) > 0

@@ -37,7 +37,7 @@ class FrameMask:
 
     __slots__ = (
         "stays", "ends", "tokens", "offsets", "firsts", "token_bytes", "escape_bytes",
-        "_grouped", "_every",
+        "_grouped", "_every", "_by_token",
     )  # fmt: skip
 
     def __init__(
@@ -55,6 +55,7 @@ class FrameMask:
         self.token_bytes, self.escape_bytes = token_bytes, escape_bytes
         self._grouped: dict[int, tuple[Escape, ...]] = {}
         self._every: np.ndarray | None = None
+        self._by_token: dict[int, list[int]] | None = None
 
     @property
     def escape_tokens(self) -> np.ndarray:
@@ -62,6 +63,14 @@ class FrameMask:
         if self._every is None:
             self._every = np.unique(self.tokens) if len(self.tokens) else _NONE
         return self._every
+
+    def offsets_of(self, token: int) -> list[int]:
+        """The offsets where `token` escapes (none: it stays or is dead)."""
+        if self._by_token is None:
+            self._by_token = {}
+            for row, at in zip(self.tokens.tolist(), self.offsets.tolist(), strict=True):
+                self._by_token.setdefault(row, []).append(at)
+        return self._by_token.get(token, [])
 
     def escapes_at(self, byte: int) -> tuple[Escape, ...]:
         """The escapes whose suffix starts with `byte`, by suffix (tokens ascending)."""

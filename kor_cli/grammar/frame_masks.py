@@ -22,9 +22,10 @@ trie walks) on two tables per rule:
   does not must call or pop on the way: a candidate. A candidate whose byte path meets no
   call cannot stay (staying without a call is reading by bytes), so one table walk tells
   where it escapes (at accepting states on its path) or that it is dead; the others are
-  read exactly by the stack simulation (`Stacks.classify`) to tell stays / escapes /
-  neither. A copy of each state reads its first byte by its byte edges only (calls at the
-  start are handled below, pops there by `ends`).
+  read from the callees' start frames where the rest of the token is itself a token
+  (`frame_returns.read_calls`), else exactly by the stack simulation (`Stacks.classify`),
+  to tell stays / escapes / neither. A copy of each state reads its first byte by its
+  byte edges only (calls at the start are handled below, pops there by `ends`).
 
 States that read few bytes (keys, punctuation, digits: most of a JSON grammar) skip both
 tables: a pruned walk of the sorted token list (`frame_walk`) splits their tokens the same
@@ -55,7 +56,7 @@ import numpy as np
 from kor_cli.grammar.frame_cache import frames_path, read_frames, write_frames
 from kor_cli.grammar.frame_escapes import FrameMask, frame_mask, stored_rows
 from kor_cli.grammar.frame_indexes import RuleIndexCache, RuleIndexes
-from kor_cli.grammar.frame_returns import decide_returns
+from kor_cli.grammar.frame_returns import decide_returns, read_calls
 from kor_cli.grammar.frame_walk import RuleWalker, split_words, walk_state
 from kor_cli.grammar.shared_rules import shared_frame
 from kor_cli.grammar.stacks import CONTEXT, ESCAPES, STAYS, RuleTable, Stacks
@@ -94,6 +95,7 @@ class FrameMasks:
         self._kinds_of: dict[int, tuple[np.ndarray, np.ndarray]] = {}
         self._same: dict[int, int] = {}
         self._by_structure: dict[tuple[int, int, int], list[int]] = {}
+        self.building: set[tuple[int, int]] = set()  # frames being built (`get` below)
         self.candidates = 0  # tokens read by the stack simulation (a measure of the work)
         self.cache_path: Path | None = None
         if cache_dir is not None and stacks.rules.keyed:
@@ -130,7 +132,11 @@ class FrameMasks:
             same = self.same_rule(rule_id)
             found = self._masks.get((same, state))
             if found is None:
-                found = self._masks[(same, state)] = self._shared(same, state)
+                self.building.add((same, state))
+                try:
+                    found = self._masks[(same, state)] = self._shared(same, state)
+                finally:
+                    self.building.discard((same, state))
             self._masks[(rule_id, state)] = found
         return found
 
@@ -224,6 +230,9 @@ class FrameMasks:
                         )
                 rows += _offset_rows(ids_array[settled], where[settled])
                 slow = ids_array[slow_rows]
+                if len(slow):  # through calls after a byte: the callees' frames tell most
+                    decided, slow = read_calls(self, table, state, slow, stays)
+                    rows.append(decided)
             if len(slow):
                 rows.append(self._simulate(rule_id, state, slow.tolist(), stays))
         ends = any(table.accepting[at] for at in here)

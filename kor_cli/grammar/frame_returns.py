@@ -1,14 +1,17 @@
-"""Frame masks at a call state: the callees' escaping tokens decided from the return states.
+"""Frame masks through call states, decided from the callees' frames (no stack simulation).
 
 At a state that calls rules, a token that ends a callee's start frame after k bytes (an
 escape row of that frame) goes on at the call's return state in this rule. Where the rest
 of the token is read there by bytes alone, how the token reads from this frame follows
 without the stack simulation (`Stacks.classify`): `]` after a nested value, `},` after an
-object member, and so on.
+object member, and so on. `read_calls` does the same for a call met after some bytes
+(`,"` at an array's `,`, `":"` after a key), entering the callee's start frame with the
+rest of the token (when that rest is itself a token).
 """
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -16,6 +19,7 @@ import numpy as np
 from kor_cli.grammar.stacks import RuleTable
 
 if TYPE_CHECKING:
+    from kor_cli.grammar.frame_escapes import FrameMask
     from kor_cli.grammar.frame_masks import FrameMasks
 
 
@@ -80,3 +84,111 @@ def decide_returns(
         settled[i] = True
         where[i] |= bits.get(token, 0)
     return slow
+
+
+def read_calls(
+    frames: FrameMasks, table: RuleTable, state: int, ids: np.ndarray, stays: np.ndarray
+) -> tuple[tuple[np.ndarray, np.ndarray], np.ndarray]:
+    """Decide the candidates `ids` from `state` with a `CallReader`: set those that stay in
+    `stays`; return the escape rows of the others it decided, and the ids left to the
+    simulation."""
+    reader = CallReader(frames, table)
+    token_bytes = frames.info.token_bytes
+    tokens: list[int] = []
+    offsets: list[int] = []
+    slow: list[int] = []
+    for token in ids.tolist():
+        found = reader.read(state, token_bytes[token] or b"")
+        if found is None:
+            slow.append(token)
+        elif found[0]:
+            stays[token >> 5] |= np.uint32(1 << (token & 31))
+        else:
+            bits = found[1]
+            while bits:
+                at = (bits & -bits).bit_length() - 1
+                bits &= bits - 1
+                tokens.append(token)
+                offsets.append(at)
+    rows = np.asarray(tokens, dtype=np.int64), np.asarray(offsets, dtype=np.int64)
+    return rows, np.asarray(slow, dtype=np.int64)
+
+
+class CallReader:
+    """Decides candidates that meet call states after their first byte from the callees'
+    frame masks already built, without the stack simulation: a way into callee C at a call
+    state, the rest of the token being itself a token R, stays when C's start frame keeps
+    R, and goes on at the return state after each escape of R (its offset k: C ended
+    after k bytes of R), read again by bytes (and further calls). A token is decided only
+    when every way is: a callee whose start frame is not built yet (one being built: a
+    recursive rule), a rest that is no token, or deep chains of empty rules leave it to the
+    simulation. One per frame build (it reads one rule's table)."""
+
+    def __init__(self, frames: FrameMasks, table: RuleTable) -> None:
+        self._frames = frames
+        self._flat, self._accepting, self._calls = table.flat, table.accepting, table.calls
+        self._sorted = frames._sorted.tokens
+        self._ids = frames._sorted.ids
+
+    def read(self, state: int, data: bytes) -> tuple[bool, int] | None:
+        """How `data` reads from `state` (calls there count; a pop before the first byte
+        does not): (stays, escape offset bits), or None when undecided."""
+        return self._from(state, data, 0, 0)
+
+    def _from(self, q: int, data: bytes, k: int, depth: int) -> tuple[bool, int] | None:
+        flat, accepting, calls = self._flat, self._accepting, self._calls
+        stays, bits, n = False, 0, len(data)
+        while k < n:
+            if k and accepting[q]:
+                bits |= 1 << k
+            pairs = calls.get(q)
+            if pairs is not None:
+                for callee, ret in pairs:
+                    found = self._via(callee, ret, data, k, depth)
+                    if found is None:
+                        return None
+                    stays = stays or found[0]
+                    bits |= found[1]
+            q = flat[q << 8 | data[k]]
+            k += 1
+            if not q:
+                return stays, bits
+        return True, bits  # read to its end by bytes: the frame lives (or just ended)
+
+    def _via(
+        self, callee: int, ret: int, data: bytes, k: int, depth: int
+    ) -> tuple[bool, int] | None:
+        frame = self._callee_frame(callee)
+        if frame is None or depth > _DEPTH:
+            return None
+        stays, bits = False, 0
+        if frame.ends:  # the callee can end before a byte: the return state reads on
+            found = self._from(ret, data, k, depth + 1)
+            if found is None:
+                return None
+            stays, bits = found
+        rest = data[k:]
+        at = bisect_left(self._sorted, rest)
+        if at == len(self._sorted) or self._sorted[at] != rest:
+            return None
+        token = int(self._ids[at])
+        if frame.stays[token >> 5] >> (token & 31) & 1:
+            return True, bits
+        for offset in frame.offsets_of(token):
+            found = self._from(ret, data, k + offset, depth + 1)
+            if found is None:
+                return None
+            stays = stays or found[0]
+            bits |= found[1]
+        return stays, bits
+
+    def _callee_frame(self, callee: int) -> FrameMask | None:
+        """The start frame of `callee` (built here unless it is being built)."""
+        frames = self._frames
+        start = frames.stacks.table(callee).start
+        if (frames.same_rule(callee), start) in frames.building:
+            return None
+        return frames.get(callee, start)
+
+
+_DEPTH = 16  # nested ways (empty callees, escapes read on) followed before giving up
