@@ -175,7 +175,7 @@ class RuleBook:
 
     def split(self, node: Node, parts: list[Part]) -> Node:
         """`node` (the value of `parts`) as a call to a rule of its own if it is large."""
-        if isinstance(node, Call) or not large(node, SPLIT_SIZE) or not container(node):
+        if isinstance(node, Call) or not container(node) or not large(node, SPLIT_SIZE):
             return node
         return self.own(node, _name(parts))
 
