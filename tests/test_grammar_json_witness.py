@@ -56,6 +56,7 @@ def containers(inner: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
         st.builds(_object, props, required, extra),
         st.lists(inner, min_size=2, max_size=2).map(lambda c: {"allOf": c}),
         st.lists(inner, min_size=1, max_size=3).map(lambda c: {"anyOf": c}),
+        st.lists(inner, min_size=1, max_size=3).map(lambda c: {"oneOf": c}),
         st.builds(_patterned, props, st.lists(st.sampled_from(NAMES), max_size=1), inner),
         st.builds(lambda c, n: {"type": "array", "items": c, "maxItems": n}, inner,
                   st.integers(0, 2)),
@@ -106,6 +107,11 @@ def test_witness_answers() -> None:
     assert exists([some]) and exists([{"type": "object"}, some])
     assert not exists([{"type": "string"}, some])  # the object branch is not a string
     assert not exists([{"anyOf": [closed, False]}]) and not exists([{"anyOf": []}])
+    plugins = {"oneOf": [{"type": "array", "items": yes}, {"type": ["object", "null"]}]}
+    assert exists([plugins]) and exists([{"type": "object"}, plugins])  # types apart
+    assert not exists([{"type": "string"}, plugins])
+    assert not exists([{"oneOf": [{"type": "integer"}, {"type": "number"}]}])  # unknown
+    assert not exists([{"oneOf": [{"type": "string"}, {"minimum": 1}]}])  # unknown
     patterned = {"type": "object", "patternProperties": {"^a": {"type": "integer"}}}
     assert exists([patterned]) and not exists([{**patterned, "required": ["a"], **yes}])
     assert exists([{"type": "integer", "minimum": 1.5, "maximum": 2}, {"minimum": -3}])

@@ -37,7 +37,7 @@ MAX_BRANCHES = 32  # `anyOf` branches tried in one proof
 _KNOWN = frozenset({
     "type", "enum", "const", "properties", "required", "additionalProperties", "$ref",
     "allOf", "items", "prefixItems", "maxItems", "uniqueItems", "minLength", "maxLength",
-    "maxProperties", "pattern", "anyOf", "patternProperties", "minimum", "maximum",
+    "maxProperties", "pattern", "anyOf", "patternProperties", "minimum", "maximum", "oneOf",
 })  # fmt: skip
 _NAMES = {"number": {"integer", "fraction"}}
 _ALL = frozenset({"null", "boolean", "integer", "fraction", "string", "array", "object"})
@@ -63,16 +63,18 @@ class Witness:
         return self._cases(found, depth)
 
     def _cases(self, found: list[dict[str, Any]], depth: int) -> bool:
-        """`found` with its first `anyOf` resolved by cases: some branch, joined to the
-        rest, has a value (as the compiler unions the conjunction with each branch); at
+        """`found` with its first `anyOf` (or `oneOf` of branches of disjoint types: one
+        branch's value fails the others' `type`) resolved by cases: some branch, joined to
+        the rest, has a value (as the compiler unions the conjunction with each branch); at
         most `MAX_BRANCHES` branches are tried in one proof."""
         for index, schema in enumerate(found):
-            if "anyOf" not in schema:
+            key = "anyOf" if "anyOf" in schema else "oneOf" if "oneOf" in schema else None
+            if key is None:
                 continue
-            branches = schema["anyOf"]
-            if not isinstance(branches, list):
+            branches = schema[key]
+            if not isinstance(branches, list) or key == "oneOf" and not _apart(branches):
                 return False
-            rest = [*found[:index], {k: v for k, v in schema.items() if k != "anyOf"}]
+            rest = [*found[:index], {k: v for k, v in schema.items() if k != key}]
             rest += found[index + 1 :]
             for branch in branches:
                 self._branches -= 1
@@ -188,6 +190,20 @@ def _types(value: Any) -> set[str]:
     if not isinstance(names, list):
         return set()
     return {t for n in names if isinstance(n, str) for t in _NAMES.get(n, {n})} & _ALL
+
+
+def _apart(branches: list[Any]) -> bool:
+    """Whether each branch states a `type` of its own and no two share a type (integers
+    are numbers too)."""
+    seen: set[str] = set()
+    for branch in branches:
+        if not isinstance(branch, dict) or "type" not in branch:
+            return False
+        types = _types(branch["type"])
+        if not types or types & seen:
+            return False
+        seen |= types
+    return True
 
 
 def _integer_between(found: list[dict[str, Any]]) -> bool:
