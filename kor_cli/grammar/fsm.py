@@ -361,11 +361,21 @@ def _rebuild(node: Node, fn: Callable[[Node], Node]) -> Node:
         return seq(*items) if isinstance(node, Seq) else alt(*items)
     if isinstance(node, Repeat):
         sep = None if node.sep is None else fn(node.sep)
-        return repeat(fn(node.item), node.min, node.max, sep)
+        item = fn(node.item)
+        if item is node.item and sep is node.sep:
+            return node
+        return repeat(item, node.min, node.max, sep)
     if isinstance(node, Join):
         items = [(fn(x), req) for x, req in node.items]
         tail = None if node.tail is None else fn(node.tail)
-        return join(items, fn(node.sep), tail, node.min_count, node.max_count)
+        sep = fn(node.sep)
+        if (
+            sep is node.sep
+            and tail is node.tail
+            and all(a is b for (a, _), (b, _) in zip(items, node.items, strict=True))
+        ):
+            return node
+        return join(items, sep, tail, node.min_count, node.max_count)
     return node
 
 

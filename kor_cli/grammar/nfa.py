@@ -310,8 +310,12 @@ class NFA:
         found = self._embedded.get(id(dfa))
         if found is None:
             if dfa.num_states <= _EDGES_SIZE:
-                classes_of = self.classes_of
-                rows = [[(classes_of(m), t) for m, t in row] for row in dfa.edges()[1:]]
+                for row in dfa.edges():
+                    for m, _ in row:
+                        if m not in self._memo:
+                            self.classes_of(m)
+                memo = self._memo
+                rows = [[(memo[m], t) for m, t in row] for row in dfa.edges()[1:]]
             else:
                 rows = self._table_edges(dfa)
             found = self._embedded[id(dfa)] = (rows, np.flatnonzero(dfa.accepting).tolist())

@@ -67,11 +67,16 @@ def canonical_blocks(
     reps = [start]
     for s in reps:
         row = rows[s]
-        targets = sorted(row, key=lambda t: row[t] & -row[t]) if len(row) > 1 else row
-        for t in targets:
-            if block[t] not in number:
-                number[block[t]] = len(reps) + 1
-                reps.append(t)
+        if len(row) > 1:  # targets by their lowest class (the masks are disjoint)
+            for _, t in sorted([(m & -m, t) for t, m in row.items()]):
+                if block[t] not in number:
+                    number[block[t]] = len(reps) + 1
+                    reps.append(t)
+        else:
+            for t in row:
+                if block[t] not in number:
+                    number[block[t]] = len(reps) + 1
+                    reps.append(t)
     get = number.get
     return [get(b, 0) if b >= 0 else 0 for b in block], reps
 

@@ -150,26 +150,30 @@ def split_calls(dfa: ByteDFA) -> Rule:
 
 def _markers(table: np.ndarray) -> tuple[dict[int, tuple[tuple[int, int], ...]], set[int]]:
     """Each state's calls (callee, return state) read off its marker paths, and the states
-    inside marker paths."""
+    inside marker paths (their digit rows read one by one: a rule has few)."""
     found: dict[int, tuple[tuple[int, int], ...]] = {}
     inside: set[int] = set()
-    marked = np.flatnonzero(table[:, MARK]).tolist()
+    column = table[:, MARK]
+    marked = np.flatnonzero(column).tolist()
     if not marked:
         return found, inside
-    digits = table[:, DIGIT0:].tolist()
-    other = table[:, :DIGIT0].any(axis=1).tolist()
-    for state in marked:
-        frontier = [(int(table[state, MARK]), 0)]
+    digits: dict[int, list[int]] = {}  # the digit targets of each state met inside
+    for state, first in zip(marked, column[marked].tolist(), strict=True):
+        frontier = [(first, 0)]
         for _ in range(WIDTH):
             step = []
             for inner, value in frontier:
-                row = digits[inner]
-                if other[inner] or not any(row) or inner == state:
+                row = digits.get(inner)
+                if row is None:
+                    row = digits[inner] = table[inner, DIGIT0:].tolist()
+                if not any(row) or inner == state:
                     raise GrammarError(_RAW_HIGH)
                 inside.add(inner)
                 step += [(t, value * BASE + d) for d, t in enumerate(row) if t]
             frontier = step
         found[state] = tuple(sorted((value, target) for target, value in frontier))
+    if table[sorted(inside), :DIGIT0].any():  # a state inside a marker reads another byte
+        raise GrammarError(_RAW_HIGH)
     return found, inside
 
 
