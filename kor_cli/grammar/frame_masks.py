@@ -218,9 +218,13 @@ class FrameMasks:
             self.candidates += len(ids_array)
             slow = ids_array
             if len(here) == 1:  # most candidates only end the frame: no simulation needed
-                settled, where = escape_offsets(
-                    self._sorted, ids_array, state, table.table, *self._kinds(rule_id, table)
-                )
+                if table.reads[state]:
+                    settled, where = escape_offsets(
+                        self._sorted, ids_array, state, table.table, *self._kinds(rule_id, table)
+                    )
+                else:  # every byte path dies at once (all candidates come from calls here)
+                    settled = np.ones(len(ids_array), dtype=bool)
+                    where = np.zeros(len(ids_array), dtype=np.int64)
                 slow_rows = ~settled
                 if called is not None:
                     through = _has(called, ids_array)

@@ -93,6 +93,8 @@ def read_calls(
     `stays`; return the escape rows of the others it decided, and the ids left to the
     simulation."""
     reader = CallReader(frames, table)
+    if not reader.ready():  # every callee's start frame is being built (a rule's start)
+        return (_NONE, _NONE), ids
     token_bytes = frames.info.token_bytes
     tokens: list[int] = []
     offsets: list[int] = []
@@ -129,6 +131,16 @@ class CallReader:
         self._flat, self._accepting, self._calls = table.flat, table.accepting, table.calls
         self._sorted = frames._sorted.tokens
         self._ids = frames._sorted.ids
+
+    def ready(self) -> bool:
+        """False when no callee's start frame can be read (all are being built)."""
+        frames = self._frames
+        for pairs in self._calls.values():
+            for callee, _ in pairs:
+                start = frames.stacks.table(callee).start
+                if (frames.same_rule(callee), start) not in frames.building:
+                    return True
+        return False
 
     def read(self, state: int, data: bytes) -> tuple[bool, int] | None:
         """How `data` reads from `state` (calls there count; a pop before the first byte
@@ -191,4 +203,5 @@ class CallReader:
         return frames.get(callee, start)
 
 
+_NONE = np.zeros(0, dtype=np.int64)
 _DEPTH = 16  # nested ways (empty callees, escapes read on) followed before giving up
