@@ -31,7 +31,8 @@ def split(rules: RuleBook, members: list[tuple[str, Node, str]]) -> list[tuple[s
         return members
     out = []
     for (name, value, pointer), size in zip(members, sizes, strict=True):
-        if size >= VALUE_STATES and surely_nonempty(value):
+        if size >= VALUE_STATES and surely_nonempty(value):  # by identity: `value` is the
+            # rule's body, held by its builder and then `rules.bodies`, so its id stays its own
             value = rules.fixed(pointer or "#", lambda v=value: v, key=("terminal", id(value)))
         out.append((name, value, pointer))
     return out
