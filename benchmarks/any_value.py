@@ -37,7 +37,8 @@ from _common import add_out_argument, out_path, write_results
 from engine_adapters import Kor, LLGuidance, stats_us, timed_compile, walk
 from grammar_masks import continuation
 from json_schema_suite import SUITE_DIR as JSTS
-from schemastore import CORPUS, forms, label_holds, names
+from schemastore import CORPUS, label_holds, names
+from schemastore_labels import schema_ordered
 
 from kor_cli.errors import GrammarError
 from kor_cli.grammar.compile import GrammarOptions, compile_json_schema, serialize
@@ -90,7 +91,7 @@ def corpus_cases(corpus: Path, every: int) -> dict[str, tuple[Any, list[str]]]:
         for path in sorted((corpus / "valid" / name).glob("*.json")):
             instance = json.loads(path.read_text(encoding="utf-8"))
             if label_holds(schema, instance, loader) is not False:
-                texts.append(forms(instance, schema, loader)[-2])  # canonical, schema order
+                texts.append(serialize(schema_ordered(instance, schema, loader)))
         out[name] = (schema, texts)
     return out
 

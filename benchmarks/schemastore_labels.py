@@ -16,9 +16,14 @@ from kor_cli.grammar.json_location import LocationSpace, reorder
 from kor_cli.grammar.json_refs import Resolver
 
 
+def schema_ordered(instance: Any, schema: Any, loader: Any) -> Any:
+    """`instance` with its members in the order the schema's grammar writes them."""
+    return reorder(instance, LocationSpace(Resolver(schema, loader=loader)).at([schema]))
+
+
 def forms(instance: Any, schema: Any, loader: Any) -> list[str]:
     """Texts to try: the model's (json.dumps, schema order) first, then canonical ones."""
-    ordered = reorder(instance, LocationSpace(Resolver(schema, loader=loader)).at([schema]))
+    ordered = schema_ordered(instance, schema, loader)
     written = json.dumps(ordered, ensure_ascii=False, separators=(",", ":"))
     canonical = [serialize(form) for form in (ordered, instance, sorted_keys(instance))]
     return list(dict.fromkeys([written, *canonical]))
