@@ -13,12 +13,16 @@ from __future__ import annotations
 
 import hashlib
 import zlib
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 
+from kor_cli.grammar.frame_walk import RuleWalker, split_words, walk_state
 from kor_cli.grammar.index import TokenIndex
 from kor_cli.grammar.stacks import RuleTable
+from kor_cli.grammar.string_body import beside_body, crossing_table, split_body
+from kor_cli.grammar.token_arrays import SortedTokens
 from kor_cli.grammar.vocab import TokenizerInfo
 
 
@@ -61,6 +65,13 @@ class RuleIndexes:
         dfa = TableDFA(table.table, crossing_states, max(table.start, 1), "bytes")
         self.by_bytes = TokenIndex(dfa, info, cache_dir, live)
         self._crossing: TokenIndex | None = None
+
+    def crossing_flat(self) -> np.ndarray:
+        """`string_body.crossing_table` of the pruned table, flat (made on first use)."""
+        if self.both is None:
+            table_now = self.by_bytes._flat.reshape(-1, 256)  # dead ends pruned
+            self.both = crossing_table(table_now, self.crossing_states).ravel()
+        return self.both
 
     @property
     def crossing(self) -> TokenIndex | None:
@@ -135,3 +146,88 @@ def crossing_dfa(table: np.ndarray, crossing: np.ndarray) -> TableDFA:
     accepting[cross] = True
     accepting[0] = accepting[size] = False
     return TableDFA(out, accepting, size + 1 if size > 1 else cross, "crossing")
+
+
+_BODY_READS = 94  # a string body's state reads at least its ASCII characters
+_BODY_ASCII = frozenset(b for b in range(0x20, 0x80) if b not in b'"\\')
+_LEADS = range(0xC2, 0xF5)  # a UTF-8 character's lead byte
+_QUOTE = ord('"')
+
+
+def split_beside(
+    sorted_: SortedTokens,
+    walker: RuleWalker,
+    table: RuleTable,
+    at: int,
+    indexes: Callable[[], RuleIndexes],
+    words: int,
+) -> tuple[np.ndarray, np.ndarray, list[tuple[int, int, int]]] | None:
+    """`frame_masks`' split of a state one byte before a string body (an escape after its
+    backslash, an opening quote), which a pruned walk reads as an array walk of every token
+    under those bytes into the body: by the body tables instead, and a pruned walk of the
+    tokens that start with the other bytes it reads (`\\u`'s `u`, a value's digits). Where
+    ASCII body characters lead into the body, one walk of the body's rest trie
+    (`string_body.beside_body`) splits them and every token that starts with no body
+    character; else where a quote does, the tokens that start with one are split by the
+    quoted tables. None where neither, where `at` is a string body or a crossing state, or
+    where the body tables do not tell: the usual paths split it. Words: stays, candidates;
+    and the walk's escapes."""
+    reads, flat = walker.reads, table.flat
+    if walker.follow[at] or len(reads[at]) >= _BODY_READS:
+        return None
+    if not any(len(reads[flat[at << 8 | byte]]) >= _BODY_READS for byte in reads[at]):
+        return None
+    found = indexes()
+    chains = found.by_bytes._chains
+    chain, ahead = 0, None
+    shifted: list[int] = []
+    others: list[int] = []
+    for byte in reads[at]:
+        if byte in _BODY_ASCII:
+            to = flat[at << 8 | byte]
+            if not chain and len(reads[to]) >= _BODY_READS:
+                ahead = chains.ahead(to)
+                chain = to if ahead is not None else -1
+            (shifted if to == chain else others).append(byte)
+        elif byte in _LEADS:
+            others.append(byte)
+    shared = found.by_bytes._shared()
+    into = flat[at << 8 | _QUOTE] if _QUOTE in reads[at] else 0
+    if shifted:
+        ahead_now, keep = beside_body(
+            shared.body, at, ahead, shifted, sorted_.starts(), sorted_.ids
+        )
+        split = split_body(
+            shared.body, ahead_now, found.crossing_states, found.crossing_flat(), keep
+        )
+    elif into and not found.crossing_states[into] and (quoted := chains.ahead(into)) is not None:
+        others = [byte for byte in reads[at] if byte != _QUOTE]
+        split = split_body(shared.quoted, quoted, found.crossing_states, found.crossing_flat())
+        if split is not None:  # the quote alone: into the body by bytes
+            for token in shared.trie.token_ids[shared.trie.along(b'"')[0]].tolist():
+                split[0][token >> 5] |= np.uint32(1 << (token & 31))
+    else:
+        return None
+    if split is None:
+        return None
+    stays, crossing = split
+    if not others:
+        return stays, crossing, []
+    rest = walk_state(
+        sorted_,
+        flat,
+        reads,
+        walker.follow,
+        at,
+        walker.resolve,
+        (table.table, walker.crossing_table()),
+        final=table.final,
+        first=others,
+    )
+    if rest is None:
+        return None
+    more_stays, more_crossing = split_words(sorted_, rest, words)
+    stays |= more_stays
+    if more_crossing is not None:
+        crossing |= more_crossing
+    return stays, crossing, rest.escapes

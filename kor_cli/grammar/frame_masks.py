@@ -49,13 +49,14 @@ from __future__ import annotations
 import atexit
 import weakref
 import zlib
+from functools import partial
 from pathlib import Path
 
 import numpy as np
 
 from kor_cli.grammar.frame_cache import frames_path, read_frames, write_frames
 from kor_cli.grammar.frame_escapes import FrameMask, frame_mask, stored_rows
-from kor_cli.grammar.frame_indexes import RuleIndexCache, RuleIndexes
+from kor_cli.grammar.frame_indexes import RuleIndexCache, RuleIndexes, split_beside
 from kor_cli.grammar.frame_returns import decide_returns, read_calls
 from kor_cli.grammar.frame_walk import RuleWalker, split_words, walk_state
 from kor_cli.grammar.shared_rules import shared_frame
@@ -284,6 +285,11 @@ class FrameMasks:
         walker = self._walkers.get(rule_id)
         if walker is None:
             walker = self._walkers[rule_id] = RuleWalker(self.stacks, rule_id, table)
+        if self._calls:  # next to a string body: its tables (dfamask's hook)
+            indexes = partial(self._rule_indexes, rule_id, table)
+            beside = split_beside(self._sorted, walker, table, at, indexes, self.words)
+            if beside is not None:
+                return beside
         split = walk_state(
             self._sorted,
             table.flat,

@@ -147,6 +147,7 @@ def walk_state(
     budget: int = BUDGET,
     dense: int = DENSE_BYTES,
     final: Sequence[bool] | None = None,
+    first: Sequence[int] | None = None,
 ) -> Split | None:
     """Split the tokens from `state` of a rule: `flat[s << 8 | b]` is the rule's pruned
     table (0: dead), `reads[s]` the bytes state s reads (ascending), `follow[s]` 0 where s
@@ -161,13 +162,17 @@ def walk_state(
     run past its budget, when at most START_LIMIT tokens start with a byte it reads (a UTF-8
     continuation, an escape).
     `final` (optional): the states that accept and neither read nor call: the tokens that
-    reach one are `escapes` instead of candidates, unless a crossing state came first."""
+    reach one are `escapes` instead of candidates, unless a crossing state came first.
+    `first` (optional): only the tokens that start with these bytes (some `state` reads,
+    ascending) are split."""
     split = None
-    nexts = reads[state]
+    nexts = reads[state] if first is None else first
     if len(nexts) <= dense or _few_start(sorted_.starts(), nexts):
-        split = _walk(sorted_, flat, reads, follow, state, resolve, arrays, budget, dense, final)
+        split = _walk(
+            sorted_, flat, reads, follow, state, resolve, arrays, budget, dense, final, nexts
+        )
     if split is None and arrays is not None:
-        split = _walk_start(sorted_, reads[state], state, *arrays)
+        split = _walk_start(sorted_, nexts, state, *arrays)
     return split
 
 
@@ -192,8 +197,10 @@ def _walk(
     budget: int,
     dense: int,
     final: Sequence[bool] | None = None,
+    first: Sequence[int] | None = None,
 ) -> Split | None:
-    """`walk_state`'s pruned walk (None past `budget` or at an opening quote)."""
+    """`walk_state`'s pruned walk (None past `budget` or at an opening quote); `first`:
+    the bytes read from `state` (default: all it reads)."""
     tokens = sorted_.tokens
     starts = sorted_.starts()
     out = Split()
@@ -259,7 +266,7 @@ def _walk(
         if budget < 0:
             return None
         if not depth:  # the first byte's ranges are known: no bisection of the whole list
-            for byte in nexts:
+            for byte in nexts if first is None else first:
                 first, last = starts[byte], starts[byte + 1]
                 if first < last:
                     todo.append((first, last, 1, flat[at << 8 | byte], 0))

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import re
 import weakref
+from bisect import bisect_left
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -236,13 +237,15 @@ def split_body(
     ahead: tuple[int, np.ndarray],
     crossing: np.ndarray,
     both: np.ndarray,
+    keep: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray] | None:
     """From a string-body state (`ahead`: what `BodyChains.ahead` tells of it) of a rule
     with crossing states `crossing` and `crossing_table` `both` (flattened; its rule
     table's dead ends pruned): the packed words of the tokens that live by bytes
     alone, and of those that reach a crossing state after a byte and die by bytes later.
     One walk of the rest trie for both; None when a body character itself reaches a
-    crossing state (then the body counts do not tell the second set)."""
+    crossing state (then the body counts do not tell the second set). `keep` (optional,
+    bool per padded token id): only those tokens (`beside_body`)."""
     remaining, after = ahead
     if crossing[after[1:]].any():
         return None
@@ -279,6 +282,9 @@ def split_body(
     if lows:
         spans = _expand(np.concatenate(lows), np.concatenate(highs))
         crossing_out[trie.token_ids.take(spans)] = True
+    if keep is not None:
+        out &= keep
+        crossing_out &= keep
     return (
         np.packbits(out, bitorder="little").view("<u4"),
         np.packbits(crossing_out, bitorder="little").view("<u4"),
@@ -312,3 +318,35 @@ def _ranges(trie: TokenTrie) -> tuple[np.ndarray, np.ndarray]:
         first, last = token_ranges(trie)
         found = _RANGES[trie] = first, last + 1
     return found
+
+
+def beside_body(
+    body: BodyTokens,
+    state: int,
+    ahead: tuple[int, np.ndarray] | None,
+    shifted: Sequence[int],
+    starts: Sequence[int],
+    ids: np.ndarray,
+) -> tuple[tuple[int, np.ndarray], np.ndarray | None]:
+    """What `split_body` reads to split the tokens from a state one byte before a string
+    body (an escape after its backslash, an opening quote, a UTF-8 continuation): the
+    tokens whose rest trie key starts with 0 body characters (their whole bytes) are walked
+    from `state` itself; where the bytes `shifted` (ASCII body characters, ascending) lead
+    from `state` to the chain state that `ahead` tells of, a token that starts with one of
+    them and k body characters in all is at that state's (k - 1)-th chain state after them.
+    Returns the `ahead` to pass and its `keep` (None: no shifted bytes, every token kept):
+    the tokens of 0 body characters, and those that start with a shifted byte (`starts`,
+    `ids`: the sorted tokens' first-byte ranges and token ids). Tokens that start with
+    another body character are left out: the caller walks those its state reads."""
+    after = np.zeros(_MAX_LEAD + 1, dtype=np.int64)
+    after[0] = state
+    if not shifted or ahead is None:
+        return (-1, after), None
+    remaining, chain = ahead
+    after[1:] = chain[:-1]
+    trie = body.rest
+    keep = np.zeros(len(body.counts), dtype=bool)
+    keep[trie.token_ids[: bisect_left(trie.tokens, b"\x01")]] = True  # 0 body characters
+    for byte in shifted:
+        keep[ids[starts[byte] : starts[byte + 1]]] = True
+    return (remaining + 1, after), keep
