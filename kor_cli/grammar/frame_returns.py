@@ -129,8 +129,9 @@ class CallReader:
     def __init__(self, frames: FrameMasks, table: RuleTable) -> None:
         self._frames = frames
         self._flat, self._accepting, self._calls = table.flat, table.accepting, table.calls
-        self._sorted = frames._sorted.tokens
-        self._ids = frames._sorted.ids
+        sorted_ = frames._sorted
+        self._sorted, self._ids = sorted_.tokens, sorted_.ids
+        self._known = frames.spelled
 
     def ready(self) -> bool:
         """False when no callee's start frame can be read (all are being built)."""
@@ -179,11 +180,9 @@ class CallReader:
             if found is None:
                 return None
             stays, bits = found
-        rest = data[k:]
-        at = bisect_left(self._sorted, rest)
-        if at == len(self._sorted) or self._sorted[at] != rest:
+        token = self._token(data[k:])
+        if token < 0:
             return None
-        token = int(self._ids[at])
         if frame.stays[token >> 5] >> (token & 31) & 1:
             return True, bits
         for offset in frame.offsets_of(token):
@@ -193,6 +192,17 @@ class CallReader:
             stays = stays or found[0]
             bits |= found[1]
         return stays, bits
+
+    def _token(self, data: bytes) -> int:
+        """The id of the token spelled `data` (-1: none), remembered per grammar (the
+        frames at each copy of an array's `,` look up the same rests: `"`, `true`, `{"`)."""
+        found = self._known.get(data)
+        if found is None:
+            tokens = self._sorted
+            at = bisect_left(tokens, data)
+            found = int(self._ids[at]) if at < len(tokens) and tokens[at] == data else -1
+            self._known[data] = found
+        return found
 
     def _callee_frame(self, callee: int) -> FrameMask | None:
         """The start frame of `callee` (built here unless it is being built)."""
