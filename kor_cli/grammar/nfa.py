@@ -227,6 +227,16 @@ class NFA:
         return self.build(item, cur)
 
     def _join(self, node: Join, src: int) -> int:
+        n = len(node.items)
+        if (
+            node.tail is None
+            and node.min_count <= n
+            and (node.max_count is None or n <= node.max_count)
+            and all(required for _, required in node.items)
+        ):  # every item present, a count in bounds: the items in sequence
+            for i, (item, _) in enumerate(node.items):
+                src = self.build(item, self.build(node.sep, src) if i else src)
+            return src
         lo, hi = node.min_count, node.max_count
         cap = max(lo, 1) if hi is None else hi
         n = len(node.items)
