@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -21,7 +21,7 @@ import numpy as np
 from kor_cli.grammar.frame_walk import RuleWalker, split_words, walk_state
 from kor_cli.grammar.index import TokenIndex
 from kor_cli.grammar.stacks import RuleTable
-from kor_cli.grammar.string_body import beside_body, crossing_table, split_body
+from kor_cli.grammar.string_body import BodyChains, beside_body, crossing_table, split_body
 from kor_cli.grammar.token_arrays import SortedTokens
 from kor_cli.grammar.vocab import TokenizerInfo
 
@@ -152,6 +152,45 @@ _BODY_READS = 94  # a string body's state reads at least its ASCII characters
 _BODY_ASCII = frozenset(b for b in range(0x20, 0x80) if b not in b'"\\')
 _LEADS = range(0xC2, 0xF5)  # a UTF-8 character's lead byte
 _QUOTE = ord('"')
+_CONTINUATIONS = range(0x80, 0xC0)
+_CONTINUED_MIN = 256  # tekken: 344 tokens start with one, 1-15 bytes (Qwen: 180)
+
+
+def _runs(data: list[int]) -> list[tuple[int, int]]:
+    """Ascending bytes as runs of consecutive ones, each (first, last + 1)."""
+    runs: list[tuple[int, int]] = []
+    for byte in data:
+        if runs and runs[-1][1] == byte:
+            runs[-1] = (runs[-1][0], byte + 1)
+        else:
+            runs.append((byte, byte + 1))
+    return runs
+
+
+def _prefixed(
+    reads: list[int],
+    flat: Sequence[int],
+    at: int,
+    chains: BodyChains,
+    crossing: np.ndarray,
+    starts: Sequence[int],
+) -> tuple[bool, list[int], tuple[int, np.ndarray]] | None:
+    """The bytes of `at` that one-byte-off body tables split (`index._Shared`): a quote, or
+    UTF-8 continuation bytes that all lead to one string-body chain state (not crossing)
+    and start at least _CONTINUED_MIN tokens (`starts`: the sorted tokens' first-byte
+    ranges): (continuation bytes?, those bytes, that state's `ahead`); None when neither."""
+    if _QUOTE in reads:
+        into = flat[at << 8 | _QUOTE]
+        if not crossing[into] and (ahead := chains.ahead(into)) is not None:
+            return False, [_QUOTE], ahead
+    covered = [byte for byte in reads if byte in _CONTINUATIONS]
+    if not covered or starts[covered[-1] + 1] - starts[covered[0]] < _CONTINUED_MIN:
+        return None  # few tokens: the pruned walk walks them one by one faster
+    into = flat[at << 8 | covered[0]]
+    if crossing[into] or any(flat[at << 8 | byte] != into for byte in covered):
+        return None
+    ahead = chains.ahead(into)
+    return None if ahead is None else (True, covered, ahead)
 
 
 def split_beside(
@@ -163,19 +202,21 @@ def split_beside(
     words: int,
 ) -> tuple[np.ndarray, np.ndarray, list[tuple[int, int, int]]] | None:
     """`frame_masks`' split of a state one byte before a string body (an escape after its
-    backslash, an opening quote), which a pruned walk reads as an array walk of every token
-    under those bytes into the body: by the body tables instead, and a pruned walk of the
-    tokens that start with the other bytes it reads (`\\u`'s `u`, a value's digits). Where
-    ASCII body characters lead into the body, one walk of the body's rest trie
-    (`string_body.beside_body`) splits them and every token that starts with no body
-    character; else where a quote does, the tokens that start with one are split by the
-    quoted tables. None where neither, where `at` is a string body or a crossing state, or
-    where the body tables do not tell: the usual paths split it. Words: stays, candidates;
-    and the walk's escapes."""
+    backslash, an opening quote, a UTF-8 continuation), which a pruned walk reads as an
+    array walk (or one by one) of every token under those bytes into the body: by the body
+    tables instead, and a pruned walk of the tokens that start with the other bytes it
+    reads (`\\u`'s `u`, a value's digits). Where ASCII body characters lead into the body,
+    one walk of the body's rest trie (`string_body.beside_body`) splits them and every
+    token that starts with no body character; else where a quote or UTF-8 continuation
+    bytes do, the tokens that start with one are split by the tables of those tokens less
+    it (`index._Shared`). None where neither, where `at` is a string body or a crossing
+    state, or where the body tables do not tell: the usual paths split it. Words: stays,
+    candidates; and the walk's escapes."""
     reads, flat = walker.reads, table.flat
     if walker.follow[at] or len(reads[at]) >= _BODY_READS:
         return None
-    if not any(len(reads[flat[at << 8 | byte]]) >= _BODY_READS for byte in reads[at]):
+    base = at << 8
+    if not any(len(reads[to]) >= _BODY_READS for to in {flat[base | byte] for byte in reads[at]}):
         return None
     found = indexes()
     chains = found.by_bytes._chains
@@ -192,7 +233,6 @@ def split_beside(
         elif byte in _LEADS:
             others.append(byte)
     shared = found.by_bytes._shared()
-    into = flat[at << 8 | _QUOTE] if _QUOTE in reads[at] else 0
     if shifted:
         ahead_now, keep = beside_body(
             shared.body, at, ahead, shifted, sorted_.starts(), sorted_.ids
@@ -200,14 +240,27 @@ def split_beside(
         split = split_body(
             shared.body, ahead_now, found.crossing_states, found.crossing_flat(), keep
         )
-    elif into and not found.crossing_states[into] and (quoted := chains.ahead(into)) is not None:
-        others = [byte for byte in reads[at] if byte != _QUOTE]
-        split = split_body(shared.quoted, quoted, found.crossing_states, found.crossing_flat())
-        if split is not None:  # the quote alone: into the body by bytes
-            for token in shared.trie.token_ids[shared.trie.along(b'"')[0]].tolist():
-                split[0][token >> 5] |= np.uint32(1 << (token & 31))
     else:
-        return None
+        prefixed = _prefixed(reads[at], flat, at, chains, found.crossing_states, sorted_.starts())
+        if prefixed is None:
+            return None
+        continued, covered, ahead = prefixed
+        tables = shared.continued if continued else shared.quoted
+        skip = set(covered)
+        others = [byte for byte in reads[at] if byte not in skip]
+        keep = None
+        starts, ids = sorted_.starts(), sorted_.ids
+        if continued and len(covered) < len(_CONTINUATIONS):
+            keep = np.zeros(len(tables.counts), dtype=bool)
+            for byte in covered:
+                keep[ids[starts[byte] : starts[byte + 1]]] = True
+        split = split_body(tables, ahead, found.crossing_states, found.crossing_flat(), keep)
+        if split is not None:  # the byte alone: into the body by bytes
+            lengths = sorted_.matrix()[0]
+            for lo, hi in _runs(covered):
+                lo, hi = starts[lo], starts[hi]
+                alone = ids[lo:hi][lengths[lo:hi] == 1]
+                np.bitwise_or.at(split[0], alone >> 5, (1 << (alone & 31)).astype("<u4"))
     if split is None:
         return None
     stays, crossing = split

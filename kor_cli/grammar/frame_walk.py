@@ -203,6 +203,7 @@ def _walk(
     the bytes read from `state` (default: all it reads)."""
     tokens = sorted_.tokens
     starts = sorted_.starts()
+    heads = reads[state] if first is None else first
     out = Split()
     stays, singles = out.stays, out.singles
     todo = [(0, len(tokens), 0, state, False)]  # ..., inside a range of candidates
@@ -266,10 +267,10 @@ def _walk(
         if budget < 0:
             return None
         if not depth:  # the first byte's ranges are known: no bisection of the whole list
-            for byte in nexts if first is None else first:
-                first, last = starts[byte], starts[byte + 1]
-                if first < last:
-                    todo.append((first, last, 1, flat[at << 8 | byte], 0))
+            for byte in heads:
+                head, end = starts[byte], starts[byte + 1]
+                if head < end:
+                    todo.append((head, end, 1, flat[at << 8 | byte], 0))
             continue
         prefix = tokens[lo][:depth]
         for byte in nexts:

@@ -56,6 +56,7 @@ class _Shared(NamedTuple):
     body: BodyTokens
     quoted: BodyTokens  # the tokens that start with a quote, less the quote
     skips: LoopSkips  # the trie's subtrees a self-looping state allows whole
+    continued: BodyTokens  # the tokens that start with a UTF-8 continuation byte, less it
 
 
 _SHARED: dict[str, _Shared] = {}
@@ -68,13 +69,14 @@ def _shared(info: TokenizerInfo) -> _Shared:
     if shared is None:
         tokens, stops = info.token_bytes, info.stop_ids
 
-        def build() -> tuple[TokenTrie, BodyTokens, BodyTokens, LoopSkips]:
+        def build() -> tuple[TokenTrie, BodyTokens, BodyTokens, LoopSkips, BodyTokens]:
             quoted = [t[1:] if t and t[0] == _QUOTE else None for t in tokens]
             body = BodyTokens(tokens, exclude=stops), BodyTokens(quoted, exclude=stops)
             trie = TokenTrie(tokens, exclude=stops)
-            return trie, *body, LoopSkips(trie)
+            continued = [t[1:] if t and 0x80 <= t[0] < 0xC0 else None for t in tokens]
+            return trie, *body, LoopSkips(trie), BodyTokens(continued, exclude=stops)
 
-        classes = (TokenTrie, BodyTokens, BodyTokens, LoopSkips)
+        classes = (TokenTrie, BodyTokens, BodyTokens, LoopSkips, BodyTokens)
         shared = _Shared(*load_or_build(info.fingerprint, build, classes))
         if len(_SHARED) >= _MAX_TOKENIZERS:
             _SHARED.pop(next(iter(_SHARED)))
@@ -91,9 +93,10 @@ def token_trie(info: TokenizerInfo) -> TokenTrie:
 def shared_nbytes(info: TokenizerInfo) -> int:
     """Memory held by the tables shared per tokenizer: the trie, string-body tables, loop
     skips and the loop-run tables built so far."""
-    trie, body, quoted, skips = _shared(info)
+    trie, body, quoted, skips, continued = _shared(info)
     runs = loop_runs(trie).nbytes
-    return trie.nbytes + body.nbytes + quoted.nbytes + skips.nbytes + runs
+    tables = body.nbytes + quoted.nbytes + continued.nbytes
+    return trie.nbytes + tables + skips.nbytes + runs
 
 
 class TokenIndex:
@@ -170,9 +173,10 @@ class TokenIndex:
     @property
     def _chains(self) -> BodyChains:
         if self._chain_table is None:
-            body, quoted = self._shared()[1:3]
+            shared = self._shared()
+            longest = max(shared.body.longest, shared.quoted.longest, shared.continued.longest)
             table = self._flat.reshape(self.num_states, 256)
-            self._chain_table = BodyChains(table, max(body.longest, quoted.longest))
+            self._chain_table = BodyChains(table, longest)
         return self._chain_table
 
     # -- masks ------------------------------------------------------------------------
