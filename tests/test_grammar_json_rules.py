@@ -366,8 +366,13 @@ RECURSIVE = st.recursive(LEAVES, shapes, max_leaves=5).map(
 def test_random_recursive_schemas_generate_valid_texts(schema: Any, rng: random.Random) -> None:
     try:
         grammar = compile_json_schema(schema, GrammarOptions(max_states=20_000))
-    except GrammarError as error:  # nothing finite, a cycle that never descends, too large
-        assert error.keyword == "$ref" or "nothing" in str(error) or "too large" in str(error)
+    except GrammarError as error:  # nothing finite, a cycle that never descends, too large,
+        # or no value at all (oneOf of two equal branches): which of the two empty-language
+        # messages comes depends on what earlier compiles left in the process's caches
+        message = str(error)
+        assert error.keyword == "$ref" or any(
+            words in message for words in ("nothing", "too large", "matches no JSON value")
+        ), message
         return
     validator = jsonschema.Draft202012Validator(schema)
     try:
