@@ -18,9 +18,7 @@ from hypothesis import strategies as st
 from kor_cli.grammar import charset
 from kor_cli.grammar.charset import _all_text, python_class, scan_python_class
 
-POINTS = st.one_of(
-    st.integers(0, 0xD7FF), st.integers(0xE000, 0x10FFFF), st.integers(0, 0x3000)
-)
+POINTS = st.one_of(st.integers(0, 0xD7FF), st.integers(0xE000, 0x10FFFF), st.integers(0, 0x3000))
 
 
 def test_all_text_is_every_code_point_but_surrogates() -> None:
