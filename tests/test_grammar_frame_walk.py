@@ -288,8 +288,13 @@ def test_frames_walked_equal_frames_indexed(name: str, schema: str, tokenizer_in
 def test_rules_of_one_subschema_share_their_frames(tokenizer_info_factory) -> None:
     # JSON-RPC's `value` is reached from several places (params, array items, object
     # members): rules with one table; their frames are built once and equal frames built
-    # apart
-    rules = compile_json_schema(recursive_schema("rpc", closed=True)).rules
+    # apart. (Bare `$ref`s are merged into one rule by json_rules; a no-op sibling keeps
+    # the references apart, so the rules are distinct with one table.)
+    schema = recursive_schema("rpc", closed=True)
+    branches = schema["$defs"]["value"]["anyOf"]
+    branches[1]["items"]["minItems"] = 0
+    branches[2]["additionalProperties"]["minItems"] = 0
+    rules = compile_json_schema(schema).rules
     info = tokenizer_info_factory("qwen")
     shared = FrameMasks(Stacks(rules), info)
     reached = rules.reachable_rules()

@@ -203,10 +203,11 @@ def test_an_ambiguous_grammar_with_checked_arrays_keeps_at_most_max_stacks() -> 
     """As the plain matcher (`PushdownGrammar.bounded`): `anyOf` branches calling
     overlapping recursive rules double the parses per level (2^16 stacks took 7 s at
     depth 16 before the bound); past `MAX_STACKS` the oldest are kept, masks equal walking
-    every token, and deep documents complete, a checked array's duplicates still refused."""
+    every token, and deep documents complete, a checked array's duplicates still refused.
+    (a's no-op `minItems` keeps its items a rule apart from b's: bare `$ref`s merge.)"""
     schema = {
         "$defs": {
-            "a": {"type": "array", "items": {"$ref": "#/$defs/n"}},
+            "a": {"type": "array", "items": {"$ref": "#/$defs/n", "minItems": 0}},
             "b": {"type": "array", "items": {"$ref": "#/$defs/n"}, "maxItems": 5},
             "n": {"anyOf": [{"$ref": "#/$defs/a"}, {"$ref": "#/$defs/b"}, {"const": 1},
                             {"type": "array", "items": {"type": "string"}, "uniqueItems": True}]},

@@ -26,10 +26,13 @@ from kor_cli.grammar.ast import (
 @dataclass(frozen=True, eq=False)
 class Call(Node):
     """Placeholder leaf: a call to rule `rule` (becomes `rules.call` or NOTHING when built).
-    `view` (optional): builds the call-free node the DFA view inlines here instead."""
+    `view` (optional): builds the call-free node the DFA view inlines here instead.
+    `free`: a call from outside the rule's recursion (the DFA view spends no level of
+    recursion depth on it, as on the copy that `json_rules` once inlined there)."""
 
     rule: int
     view: Callable[[], Node] | None = None
+    free: bool = False
 
 
 def callees(node: Node) -> set[int]:

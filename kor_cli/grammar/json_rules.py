@@ -5,7 +5,10 @@ regex AST. When it re-enters a conjunction that it is still building (same parts
 same location, positive mode, outside products), the inner occurrence becomes a `Call`
 leaf to a rule whose body is that conjunction, and the outer occurrence refers to the rule
 too. So recursion costs one rule, not copies, and nests to any depth on the pushdown
-matcher (`rules.RuleSet`).
+matcher (`rules.RuleSet`). "Same" reads a bare `$ref` as its target (`_same`): a node that
+is both the root and its own items (`tree`), or a definition reached as items and as
+members (`rpc`), is one rule that every place calls, not a copy inlined into the first
+caller plus a rule per place (tree's cold walk compiles one rule instead of two).
 
 Large member values and items that may be arrays or objects (`split`, from `SPLIT_SIZE`
 AST nodes) become rules of their own too, so a big schema's rules are compiled to DFAs only
@@ -66,20 +69,25 @@ from kor_cli.grammar.rules import call
 
 SPLIT_SIZE = 100  # AST nodes (automaton states) from which a member value is a rule
 
-Key = tuple[tuple[tuple[int, frozenset[str], int, bool], ...], int]
+Key = tuple[tuple[tuple[int, frozenset[str], int, bool], ...], Any]
 
 
 class RuleBook:
-    """The rules found while compiling one schema, their bodies and productivity."""
+    """The rules found while compiling one schema, their bodies and productivity.
+    `target(schema)`: the schema a bare `$ref` stands for (None if `schema` is not one),
+    so that a recursion reached through different references is one rule (`_same`)."""
 
-    def __init__(self, max_states: int) -> None:
+    def __init__(self, max_states: int, target: Callable[[Any], Any] | None = None) -> None:
         self.max_states = max_states
+        self._target = target
+        self._locs: dict[int, Any] = {}  # id(location) -> its key in `_same`
         self.bodies: dict[int, Node] = {}
         self.names: dict[int, str] = {}
         self.start = 0
         self._decided: dict[int, bool] = {}  # rule -> whether it generates a string
         self._rule_of: dict[Key, int] = {}
-        self._open: dict[Key, list[Any]] = {}  # key -> [rule id or None, parts (kept alive)]
+        self._open: dict[Key, list[Any]] = {}  # key -> [rule or None, parts, raw hit, raw]
+        self._raw: dict[int, Key] = {}  # recursive rule -> `_key` of its conjunction
         self._keep: list[list[Part]] = []  # parts of finished rules (their ids are keys)
         self.cyclic: set[int] = set()  # rules that (may) call themselves
         self._split: dict[int, int] = {}  # id(node) -> its rule (nodes kept in `bodies`)
@@ -97,27 +105,29 @@ class RuleBook:
 
     def conj(self, parts: list[Part], loc: Location, build: Callable[[], Node]) -> Node:
         """`build()`, or a call to the rule of this conjunction if it recurses."""
-        key = _key(parts, loc)
+        key, raw = self._same(parts, loc), _key(parts, loc)
         found = self._rule_of.get(key)
         if found is not None:
-            return Call(found)
+            return Call(found, free=raw != self._raw[found])
         entry = self._open.get(key)
         if entry is not None:  # re-entered while still being built: a recursive rule
             if entry[0] is None:
                 entry[0] = self._new(_name(parts))
                 self.cyclic.add(entry[0])
+            entry[2] |= raw == entry[3]
             return Call(entry[0])
-        self._open[key] = [None, parts]
+        self._open[key] = [None, parts, False, raw]
         try:
             node = build()
         finally:
-            rule = self._open.pop(key)[0]
+            rule, _, again, _ = self._open.pop(key)
         if rule is None:
             return node
         self.bodies[rule] = node
         self._rule_of[key] = rule
+        self._raw[rule] = raw
         self._keep.append(parts)
-        return Call(rule)
+        return Call(rule, free=not again)  # free: a copy inlined here before merging
 
     def defer(
         self,
@@ -130,10 +140,10 @@ class RuleBook:
         built when first needed (see the module docstring); `proof()` True says the rule
         surely generates a string without building it (`json_witness`)."""
         key = _key(parts, loc)
-        found = self._rule_of.get(key, self._thunks.get(key))
+        found = self._rule_of.get(self._same(parts, loc), self._thunks.get(key))
         if found is not None:
             return Call(found)
-        if key in self._open:  # being built right now: the recursion rule of `conj`
+        if self._same(parts, loc) in self._open:  # being built: the recursion rule of `conj`
             return self.conj(parts, loc, build)
         rule = self._thunks[key] = self._new(_name(parts))
         self._pending[rule] = build
@@ -400,7 +410,7 @@ class RuleBook:
                     return c.view()
                 if c.rule in self._views:  # from its item rule's body
                     return self._views[c.rule](self.body(self.checked[c.rule]))
-                below = left - 1 if c.rule in cyclic else left
+                below = left - 1 if c.rule in cyclic and not c.free else left
                 if below < 0 or not self.productive(c.rule):
                     return NOTHING
                 return expand(c.rule, below)
@@ -432,6 +442,30 @@ class RuleBook:
             if rule in seen:
                 out.add(rule)
         return out
+
+    def _same(self, parts: list[Part], loc: Location) -> Key:
+        """The key of a recursive conjunction: `_key` with a bare `$ref` part read as its
+        target and bare `$ref` schemas left out of the location (which add nothing to its
+        member names, members or items), so that a node reached as the root and as its own
+        items (`tree`), or one definition reached as items and as members (`rpc`), is one
+        rule, not a copy inlined in the caller and a rule per place."""
+        if self._target is None:
+            return _key(parts, loc)
+        described = []
+        for p in parts:
+            schema, seen = p.schema, 0
+            if not (p.skip or p.synthetic):
+                while (found := self._target(schema)) is not None and seen < 64:
+                    schema, seen = found, seen + 1
+            if schema is p.schema:
+                described.append((id(schema), p.skip, p.parent, p.synthetic))
+            else:
+                described.append((id(schema), frozenset(), p.parent, False))
+        place = self._locs.get(id(loc))
+        if place is None:
+            kept = (id(n) for n in loc.nodes if self._target(n) is None)
+            place = self._locs[id(loc)] = ("same", tuple(kept))
+        return tuple(described), place
 
 
 def _key(parts: list[Part], loc: Location) -> Key:

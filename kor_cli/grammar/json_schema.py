@@ -127,7 +127,7 @@ class SchemaCompiler:
         self.active: dict[int, int] = {}
         self.collector = Collector(self.resolver, self.active, max_recursion_depth)
         self.max_recursion_depth = max_recursion_depth
-        self.rules = RuleBook(max_states)
+        self.rules = RuleBook(max_states, self._bare_target)
         self.defer = DeferPolicy(self.resolver)
         self.witness = Witness(self.resolver, self._some_string)
         applied = lambda s: self.resolver.draft_for(s).applied(s)  # noqa: E731
@@ -151,6 +151,12 @@ class SchemaCompiler:
             return self.resolver.resolve(schema["$ref"], schema, "")[0]
         except (GrammarError, TypeError):
             return None
+
+    def _bare_target(self, schema: Any) -> Any:
+        """The target of `schema` if it is only a `$ref` (beside descriptions), else None."""
+        if not isinstance(schema, dict) or set(schema) - _DESCRIPTIVE != {"$ref"}:
+            return None
+        return self._target(schema)
 
     def same(self, a: Any, b: Any) -> bool:
         """True if the schemas `a` and `b` hold on the same values as far as cheaply seen:
@@ -460,6 +466,9 @@ class SchemaCompiler:
         if found is None:
             found = self._dfas[id(node)] = (node, compile_ast(node, self.max_states))
         return found[1].accepts(text.encode())
+
+
+_DESCRIPTIVE = frozenset({"title", "description", "$comment", "default", "examples"})
 
 
 def _free(part: Part) -> bool:
