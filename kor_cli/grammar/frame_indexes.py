@@ -216,7 +216,10 @@ def split_beside(
     if walker.follow[at] or len(reads[at]) >= _BODY_READS:
         return None
     base = at << 8
-    if not any(len(reads[to]) >= _BODY_READS for to in {flat[base | byte] for byte in reads[at]}):
+    if len(reads[at]) == 1:  # a literal's byte (most states of a key): the usual walk
+        if len(reads[flat[base | reads[at][0]]]) < _BODY_READS:
+            return None
+    elif not any(len(reads[to]) >= _BODY_READS for to in {flat[base | b] for b in reads[at]}):
         return None
     found = indexes()
     chains = found.by_bytes._chains

@@ -50,6 +50,7 @@ VECTOR_MIN = 24  # fewer tokens under a dense state are walked one by one
 VECTOR_MAX = 1024  # more: the walk gives up (the caller uses TokenIndex)
 START_LIMIT = 24_000  # at most this many tokens under a start state are walked as arrays
 _ONE = [bytes((b,)) for b in range(256)]
+_CHAIN_MAX = 64  # the longest chain of forced states walked at once (`_walk_forced`)
 _FEW = 16  # fewer tokens read by bytes are set in their words one by one (no ufunc.at)
 
 
@@ -167,10 +168,18 @@ def walk_state(
     ascending) are split."""
     split = None
     nexts = reads[state] if first is None else first
-    if len(nexts) <= dense or _few_start(sorted_.starts(), nexts):
-        split = _walk(
-            sorted_, flat, reads, follow, state, resolve, arrays, budget, dense, final, nexts
-        )
+    walk_args = (sorted_, flat, reads, follow, state, resolve, arrays)
+    if first is None and len(nexts) == 1:  # a literal's byte: its forced chain at once
+        split = Split()
+        lo, hi, depth, at = _chain(sorted_, flat, reads, follow, state, split.stays)
+        budget -= depth  # a step per byte, as in the pruned walk
+        if budget < 0:
+            split = None
+        elif lo < hi:  # the tokens that hold the whole chain, from where it ends
+            start = (lo, hi, depth, at, False)
+            split = _walk(*walk_args, budget, dense, final, start=start, out=split)
+    elif len(nexts) <= dense or _few_start(sorted_.starts(), nexts):
+        split = _walk(*walk_args, budget, dense, final, nexts)
     if split is None and arrays is not None:
         split = _walk_start(sorted_, nexts, state, *arrays)
     return split
@@ -186,6 +195,42 @@ def _few_start(starts: Sequence[int], nexts: Sequence[int]) -> bool:
     return True
 
 
+def _chain(
+    sorted_: SortedTokens,
+    flat: Sequence[int],
+    reads: Sequence[Sequence[int]],
+    follow: Sequence[int],
+    state: int,
+    stays: list[int],
+) -> tuple[int, int, int, int]:
+    """The tokens from a state that reads one byte, along the chain of forced states it
+    starts (each reads one byte, neither calls nor accepts: a key literal): a token that
+    is a prefix of the chain's text is read by bytes (added to `stays`), one that leaves
+    it inside is dead (no crossing state on the way). Returns (lo, hi, depth, at): the
+    tokens that hold the first `depth` bytes of the text, which lead to `at`, where the
+    chain ends or no token goes on (lo == hi). One bisection per byte (the pruned walk
+    makes two, and a step of its loop)."""
+    tokens = sorted_.tokens
+    starts = sorted_.starts()
+    byte = reads[state][0]
+    lo, hi = starts[byte], starts[byte + 1]
+    text, at = _ONE[byte], flat[state << 8 | byte]
+    while len(reads[at]) == 1 and not follow[at] and len(text) < _CHAIN_MAX:
+        lo = bisect_left(tokens, text, lo, hi)  # the tokens that start with `text`
+        while lo < hi and tokens[lo] == text:  # (spelled by several tokens: all)
+            stays.append(lo)
+            lo += 1
+        if lo == hi or not tokens[lo].startswith(text):
+            return lo, lo, len(text), at  # none goes on: the rest is not needed
+        byte = reads[at][0]
+        text += _ONE[byte]
+        at = flat[at << 8 | byte]
+    lo = bisect_left(tokens, text, lo, hi)
+    if byte < 255:
+        hi = bisect_left(tokens, text[:-1] + _ONE[byte + 1], lo, hi)
+    return lo, hi, len(text), at
+
+
 def _walk(
     sorted_: SortedTokens,
     flat: Sequence[int],
@@ -198,15 +243,20 @@ def _walk(
     dense: int,
     final: Sequence[bool] | None = None,
     first: Sequence[int] | None = None,
+    start: tuple[int, int, int, int, bool] | None = None,
+    out: Split | None = None,
 ) -> Split | None:
     """`walk_state`'s pruned walk (None past `budget` or at an opening quote); `first`:
-    the bytes read from `state` (default: all it reads)."""
+    the bytes read from `state` (default: all it reads); `start` (optional): walk only
+    the tokens lo..hi sharing a prefix of that depth that leads to that state (none
+    crossing), adding to `out`."""
     tokens = sorted_.tokens
     starts = sorted_.starts()
     heads = reads[state] if first is None else first
-    out = Split()
+    if out is None:
+        out = Split()
     stays, singles = out.stays, out.singles
-    todo = [(0, len(tokens), 0, state, False)]  # ..., inside a range of candidates
+    todo = [start or (0, len(tokens), 0, state, False)]  # ..., inside a range of candidates
     # ranges under dense states, walked as arrays once the walk is done: one array per
     # (depth, state), so the bytes of an escape that lead back into a string body share
     # one walk
