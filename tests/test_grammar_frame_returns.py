@@ -41,12 +41,21 @@ def frames_both_ways(rules: RuleSet, info: TokenizerInfo, rule_ids: list[int]) -
         decided += int((through & ~slow).sum())
         return slow
 
-    with mock.patch.object(frame_masks, "decide_returns", counting):
+    assert_frames_equal(rules, info, rule_ids, "decide_returns", counting, simulate_all)
+    return decided
+
+
+def assert_frames_equal(
+    rules: RuleSet, info: TokenizerInfo, rule_ids: list[int], name: str, fast_path, baseline
+) -> None:
+    """Build every frame of `rule_ids` with `frame_masks.<name>` patched to `fast_path`, then
+    to `baseline`, and assert the two builds equal state by state."""
+    with mock.patch.object(frame_masks, name, fast_path):
         fast = FrameMasks(Stacks(rules), info)
         for rule_id in rule_ids:
             for state in range(len(fast.stacks.table(rule_id).table)):
                 fast.get(rule_id, state)
-    with mock.patch.object(frame_masks, "decide_returns", simulate_all):
+    with mock.patch.object(frame_masks, name, baseline):
         slow = FrameMasks(Stacks(rules), info)
         for rule_id in rule_ids:
             for state in range(len(slow.stacks.table(rule_id).table)):
@@ -54,7 +63,6 @@ def frames_both_ways(rules: RuleSet, info: TokenizerInfo, rule_ids: list[int]) -
                 assert np.array_equal(got.stays, want.stays), (rule_id, state)
                 assert got.ends == want.ends, (rule_id, state)
                 assert got.escapes() == want.escapes(), (rule_id, state)
-    return decided
 
 
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -95,19 +103,7 @@ def frames_with_and_without_reader(rules: RuleSet, info: TokenizerInfo, rule_ids
         decided += len(ids) - len(slow)
         return rows, slow
 
-    with mock.patch.object(frame_masks, "read_calls", counting):
-        fast = FrameMasks(Stacks(rules), info)
-        for rule_id in rule_ids:
-            for state in range(len(fast.stacks.table(rule_id).table)):
-                fast.get(rule_id, state)
-    with mock.patch.object(frame_masks, "read_calls", no_reader):
-        slow = FrameMasks(Stacks(rules), info)
-        for rule_id in rule_ids:
-            for state in range(len(slow.stacks.table(rule_id).table)):
-                want, got = slow.get(rule_id, state), fast.get(rule_id, state)
-                assert np.array_equal(got.stays, want.stays), (rule_id, state)
-                assert got.ends == want.ends, (rule_id, state)
-                assert got.escapes() == want.escapes(), (rule_id, state)
+    assert_frames_equal(rules, info, rule_ids, "read_calls", counting, no_reader)
     return decided
 
 
