@@ -92,8 +92,18 @@ def test_hatch_like_root_is_one_member_product() -> None:
         for s in ("code", "regex")
     ]  # fmt: skip
     made = one_key(version, list, lambda s: True)
-    assert made == {"type": "object", "properties": {"version": {"oneOf": [
-        False, version[1]["properties"]["version"], version[2]["properties"]["version"]]}}}
+    assert made == {
+        "type": "object",
+        "properties": {
+            "version": {
+                "oneOf": [
+                    False,
+                    version[1]["properties"]["version"],
+                    version[2]["properties"]["version"],
+                ]
+            }
+        },
+    }
     assert one_key(version[1:], list, lambda s: True)["required"] == ["version"]  # type: ignore[index]
 
 
@@ -123,8 +133,14 @@ def conditional(draw: st.DrawFn) -> dict[str, Any]:
     if draw(st.booleans()):
         cond["required"] = ["x"]
     out: dict[str, Any] = {"if": cond, "properties": {"x": {}, "kind": {}}}
-    sides = st.sampled_from([{"required": ["kind"]}, {"properties": {"kind": {"type": "string"}}},
-                             {"type": "object"}, {"properties": {"x": {"type": "integer"}}}])
+    sides = st.sampled_from(
+        [
+            {"required": ["kind"]},
+            {"properties": {"kind": {"type": "string"}}},
+            {"type": "object"},
+            {"properties": {"x": {"type": "integer"}}},
+        ]
+    )
     for side in ("then", "else"):
         if draw(st.booleans()):
             out[side] = draw(sides)
@@ -163,7 +179,9 @@ def test_if_on_an_undeclared_member_is_not_factored() -> None:
     declared = {"if": {"properties": {"x": {"const": 1}}, "required": ["x"]},
                 "else": {"properties": {"x": {}}}}  # fmt: skip
     assert failed_if(declared, list, lambda s: True) == {
-        "type": "object", "properties": {"x": {"not": {"const": 1}}}}
+        "type": "object",
+        "properties": {"x": {"not": {"const": 1}}},
+    }
 
 
 @st.composite
@@ -180,8 +198,15 @@ def open_else(draw: st.DrawFn) -> dict[str, Any]:
     out: dict[str, Any] = {"$defs": {"open": target}, "if": cond}
     out["else"] = {"$ref": "#/$defs/open"} if draw(st.booleans()) else target
     if draw(st.booleans()):
-        out["then"] = draw(st.sampled_from([{"required": ["kind"]}, {"type": "object"},
-                                            {"properties": {"kind": {"type": "string"}}}]))
+        out["then"] = draw(
+            st.sampled_from(
+                [
+                    {"required": ["kind"]},
+                    {"type": "object"},
+                    {"properties": {"kind": {"type": "string"}}},
+                ]
+            )
+        )
     return out
 
 
@@ -222,13 +247,26 @@ def negated(draw: st.DrawFn) -> dict[str, Any]:
     if draw(st.booleans()):
         test["type"] = "object"
     out: dict[str, Any] = {"if": {"not": test}}
-    sides = st.sampled_from([{"required": ["kind"]}, {"properties": {"kind": {"const": None}}},
-                             {"type": "object"}, {"properties": {"x": {"type": "integer"}}}])
+    sides = st.sampled_from(
+        [
+            {"required": ["kind"]},
+            {"properties": {"kind": {"const": None}}},
+            {"type": "object"},
+            {"properties": {"x": {"type": "integer"}}},
+        ]
+    )
     for side in ("then", "else"):
         if draw(st.booleans()):
             out[side] = draw(sides)
-    base = draw(st.sampled_from([{}, {"properties": {"x": {}, "kind": {}}},
-                                 {"properties": {"kind": {}}, "additionalProperties": False}]))
+    base = draw(
+        st.sampled_from(
+            [
+                {},
+                {"properties": {"x": {}, "kind": {}}},
+                {"properties": {"kind": {}}, "additionalProperties": False},
+            ]
+        )
+    )
     return {**base, "allOf": [out]}
 
 

@@ -77,13 +77,23 @@ def test_failures_the_conjunction_rules_out_are_left_out() -> None:
     # grpc-api-gateway's Schema.Item: a closed object declaring two recursive members,
     # options requiring one each by the same `$ref`s: "b present and not a tree" cannot
     # happen there, so no product over the (recursive, unrolled) tree is built
-    tree = {"type": "object", "additionalProperties": False,
-            "properties": {"v": {"type": "integer"},
-                           "kids": {"type": "array", "items": {"$ref": "#/$defs/item"}}}}
-    item = {"type": "object", "additionalProperties": False,
-            "properties": {"a": {"$ref": "#/$defs/tree"}, "b": {"$ref": "#/$defs/tree"}},
-            "oneOf": [{"properties": {"a": {"$ref": "#/$defs/tree"}}, "required": ["a"]},
-                      {"properties": {"b": {"$ref": "#/$defs/tree"}}, "required": ["b"]}]}
+    tree = {
+        "type": "object",
+        "additionalProperties": False,
+        "properties": {
+            "v": {"type": "integer"},
+            "kids": {"type": "array", "items": {"$ref": "#/$defs/item"}},
+        },
+    }
+    item = {
+        "type": "object",
+        "additionalProperties": False,
+        "properties": {"a": {"$ref": "#/$defs/tree"}, "b": {"$ref": "#/$defs/tree"}},
+        "oneOf": [
+            {"properties": {"a": {"$ref": "#/$defs/tree"}}, "required": ["a"]},
+            {"properties": {"b": {"$ref": "#/$defs/tree"}}, "required": ["b"]},
+        ],
+    }
     schema = {"$defs": {"tree": tree, "item": item}, "$ref": "#/$defs/item"}  # fmt: skip
     compiler = SchemaCompiler(schema)
     compiler.compile()
@@ -99,8 +109,14 @@ def test_failures_the_conjunction_rules_out_are_left_out() -> None:
 def presence(draw: st.DrawFn) -> dict[str, Any]:
     names = draw(st.lists(st.sampled_from(NAMES), min_size=1, max_size=2, unique=True))
     out: dict[str, Any] = {"if": {"required": names}}
-    sides = st.sampled_from([{"required": ["y"]}, {"not": {"required": ["x"]}},
-                             {"properties": {"x": {"type": "string"}}}, {"type": "null"}])
+    sides = st.sampled_from(
+        [
+            {"required": ["y"]},
+            {"not": {"required": ["x"]}},
+            {"properties": {"x": {"type": "string"}}},
+            {"type": "null"},
+        ]
+    )
     for side in ("then", "else"):
         if draw(st.booleans()):
             out[side] = draw(sides)
