@@ -37,6 +37,7 @@ reading a byte).
 from __future__ import annotations
 
 import hashlib
+import weakref
 from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -106,8 +107,22 @@ def split_calls(dfa: ByteDFA) -> Rule:
     """The rule a minimal DFA over bytes and call markers spells (see the module docstring).
 
     The result keeps the states reachable from the start by bytes and returns from calls,
-    renumbered in order (0 stays the dead state).
+    renumbered in order (0 stays the dead state). A DFA split before (the same object: two
+    rules of one schema whose bodies `fsm.compile_ast` found structurally equal, e.g. the
+    root and a `$ref: "#"` item built later) gives the same `Rule` again.
     """
+    found = _split_memo.get(dfa) if isinstance(dfa, ByteDFA) else None
+    if found is None:
+        found = _split(dfa)
+        if isinstance(dfa, ByteDFA):
+            _split_memo[dfa] = found  # the rule holds its own DFA, never this key
+    return found
+
+
+_split_memo: weakref.WeakKeyDictionary[ByteDFA, Rule] = weakref.WeakKeyDictionary()
+
+
+def _split(dfa: ByteDFA) -> Rule:
     table = np.asarray(dfa.transitions, dtype=np.int32)
     found, inside = _markers(table)
     if getattr(dfa, "trimmed", False):
