@@ -143,6 +143,27 @@ def test_ref_to_the_root_and_mutual_recursion() -> None:
     check(MUTUAL, [deep, {"b": []}], [{"b": [{}, {}, {}]}, {"b": [{"b": [{"b": {}}]}]}])
 
 
+def test_a_deferred_value_calls_the_start_rule() -> None:
+    """ui's `children` (a deferred array of `$ref: "#"`) calls the start rule itself, not a
+    copy of the root object as a rule of its own (the same DFA compiled twice)."""
+    item = {"type": "object", "properties": {"name": {"type": "string"}}}
+    props = {f"p{k}": {"type": "array", "items": item} for k in range(4)}
+    ui = {
+        "type": "object",
+        "properties": {**props, "children": {"type": "array", "items": {"$ref": "#"}}},
+        "additionalProperties": False,
+    }
+    grammar = check(ui, [{"children": [{"children": [{}, {"p0": [{}]}]}]}], [{"children": [1]}])
+    rules = grammar.rules
+    assert rules.start == 0 and rules.has_calls
+    reached = rules.reachable_rules()
+    assert 0 in {
+        callee for k in reached for pairs in rules.rule(k).calls.values() for callee, _ in pairs
+    }
+    root = rules.rule(0).dfa.fingerprint()
+    assert [k for k in reached if k and rules.rule(k).dfa.fingerprint() == root] == []
+
+
 def test_unproductive_rules_are_never_called() -> None:
     e = {"type": "object", "properties": {"n": {"$ref": "#/$defs/e"}}, "required": ["n"]}
     endless = {"$defs": {"e": e}}

@@ -8,7 +8,9 @@ too. So recursion costs one rule, not copies, and nests to any depth on the push
 matcher (`rules.RuleSet`). "Same" reads a bare `$ref` as its target (`_same`): a node that
 is both the root and its own items (`tree`), or a definition reached as items and as
 members (`rpc`), is one rule that every place calls, not a copy inlined into the first
-caller plus a rule per place (tree's cold walk compiles one rule instead of two).
+caller plus a rule per place (tree's cold walk compiles one rule instead of two). A
+deferred value (below) that reaches the root again (ui's `children`: items `$ref: "#"`)
+calls the start rule itself (`finish`), not a copy of the root as a rule of its own.
 
 Large member values and items that may be arrays or objects (`split`, from `SPLIT_SIZE`
 AST nodes) become rules of their own too, so a big schema's rules are compiled to DFAs only
@@ -102,6 +104,7 @@ class RuleBook:
         self._fixed: dict[Any, int] = {}  # rules of fixed grammars (`fixed`), by key
         self.shared: dict[int, Hashable] = {}  # schema-independent rule -> its memo key
         self._root_view: Callable[[], Node] | None = None  # the start call's own view
+        self._outer: tuple[Key, Key, list[Part], Node] | None = None  # last outermost conj
 
     def conj(self, parts: list[Part], loc: Location, build: Callable[[], Node]) -> Node:
         """`build()`, or a call to the rule of this conjunction if it recurses."""
@@ -116,12 +119,15 @@ class RuleBook:
                 self.cyclic.add(entry[0])
             entry[2] |= raw == entry[3]
             return Call(entry[0])
+        outermost = not self._open
         self._open[key] = [None, parts, False, raw]
         try:
             node = build()
         finally:
             rule, _, again, _ = self._open.pop(key)
         if rule is None:
+            if outermost:  # the start rule's body if it is the root's (`finish`)
+                self._outer = (key, raw, parts, node)
             return node
         self.bodies[rule] = node
         self._rule_of[key] = rule
@@ -256,6 +262,10 @@ class RuleBook:
             self.start = 0
             self.bodies[0] = root
             self.names[0] = "#"
+            if self._outer is not None and self._outer[3] is root:
+                key, self._raw[0], parts, _ = self._outer  # reached again from a deferred
+                self._rule_of[key] = 0  # value (ui's children): a call to the start rule
+                self._keep.append(parts)
         if not multiple:  # one rule: its DFA (built anyway) tells whether it is empty
             self._decided[0] = True
             return True
