@@ -12,12 +12,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from test_grammar_frame_walk import reachable, rules_and_tokens
 
-from kor_cli.grammar import frame_masks
+from kor_cli.grammar import frame_masks, frame_returns
 from kor_cli.grammar.compile import compile_json_schema
 from kor_cli.grammar.frame_masks import FrameMasks
-from kor_cli.grammar.frame_returns import decide_returns, read_calls
+from kor_cli.grammar.frame_returns import byte_offsets, decide_returns, read_calls
 from kor_cli.grammar.rules import RuleSet
 from kor_cli.grammar.stacks import Stacks
+from kor_cli.grammar.token_arrays import SortedTokens
 from kor_cli.grammar.vocab import TokenizerInfo
 from kor_cli.testing import recursive_schema
 
@@ -124,3 +125,25 @@ def test_call_reader_decides_as_the_simulation_on_qwen(schema: str, tokenizer_in
     rules = compile_json_schema(source).rules
     info = tokenizer_info_factory("qwen")
     assert frames_with_and_without_reader(rules, info, rules.reachable_rules()) > 0
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(rules_and_tokens())
+def test_byte_offsets_in_python_equal_the_array_walk(drawn) -> None:
+    # few tokens are walked one by one in Python: same settled tokens and offsets
+    rules, token_bytes = drawn
+    sorted_ = SortedTokens(TokenizerInfo(token_bytes))
+    ids = np.unique(sorted_.ids)
+    stacks = Stacks(rules)
+    for rule_id in reachable(rules):
+        table = stacks.table(rule_id)
+        calls = np.zeros(len(table.table), dtype=bool)
+        calls[list(table.calls)] = True
+        kinds = np.asarray(table.accepting, dtype=bool), calls
+        for state in range(1, len(table.table)):
+            found = []
+            for rows in (0, len(ids)):
+                with mock.patch.object(frame_returns, "PYTHON_ROWS", rows):
+                    settled, where = byte_offsets(sorted_, ids, state, table, kinds)
+                found.append((settled.tolist(), np.where(settled, where, 0).tolist()))
+            assert found[0] == found[1]

@@ -57,7 +57,7 @@ import numpy as np
 from kor_cli.grammar.frame_cache import frames_path, read_frames, write_frames
 from kor_cli.grammar.frame_escapes import FrameMask, frame_mask, stored_rows
 from kor_cli.grammar.frame_indexes import RuleIndexCache, RuleIndexes, split_beside
-from kor_cli.grammar.frame_returns import decide_returns, read_calls
+from kor_cli.grammar.frame_returns import byte_offsets, decide_returns, read_calls
 from kor_cli.grammar.frame_walk import RuleWalker, split_words, walk_state
 from kor_cli.grammar.shared_rules import shared_frame
 from kor_cli.grammar.stacks import CONTEXT, ESCAPES, STAYS, RuleTable, Stacks
@@ -66,7 +66,6 @@ from kor_cli.grammar.token_arrays import (
     WIDTH,
     SortedTokens,
     crossing_candidates,
-    escape_offsets,
     sorted_tokens,
 )
 from kor_cli.grammar.vocab import TokenizerInfo
@@ -221,8 +220,8 @@ class FrameMasks:
             slow = ids_array
             if len(here) == 1:  # most candidates only end the frame: no simulation needed
                 if table.reads[state]:
-                    settled, where = escape_offsets(
-                        self._sorted, ids_array, state, table.table, *self._kinds(rule_id, table)
+                    settled, where = byte_offsets(
+                        self._sorted, ids_array, state, table, self._kinds(rule_id, table)
                     )
                 else:  # every byte path dies at once (all candidates come from calls here)
                     settled = np.ones(len(ids_array), dtype=bool)
