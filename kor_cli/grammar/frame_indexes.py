@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from kor_cli.grammar.frame_walk import RuleWalker, split_words, walk_state
+from kor_cli.grammar.free_string import free_states
 from kor_cli.grammar.index import TokenIndex
 from kor_cli.grammar.stacks import RuleTable
 from kor_cli.grammar.string_body import BodyChains, beside_body, crossing_table, split_body
@@ -213,9 +214,16 @@ def split_beside(
     state, or where the body tables do not tell: the usual paths split it. Words: stays,
     candidates; and the walk's escapes."""
     reads, flat = walker.reads, table.flat
-    if walker.follow[at] or len(reads[at]) >= _BODY_READS:
+    if walker.follow[at]:
         return None
+    if len(reads[at]) >= _BODY_READS:  # a free string's body: the tokenizer's tables
+        if not _free(walker, at):
+            return None
+        return (*sorted_.free_strings()[0].split(*walker.arrays(), at), [])
     base = at << 8
+    quoted = _free_quote(sorted_, walker, table, at, words)
+    if quoted is not None:
+        return quoted
     if len(reads[at]) == 1:  # a literal's byte (most states of a key): the usual walk
         if len(reads[flat[base | reads[at][0]]]) < _BODY_READS:
             return None
@@ -266,9 +274,59 @@ def split_beside(
                 np.bitwise_or.at(split[0], alone >> 5, (1 << (alone & 31)).astype("<u4"))
     if split is None:
         return None
-    stays, crossing = split
+    return _with_others(sorted_, walker, table, at, words, *split, others)
+
+
+def _free_quote(
+    sorted_: SortedTokens, walker: RuleWalker, table: RuleTable, at: int, words: int
+) -> tuple[np.ndarray, np.ndarray, list[tuple[int, int, int]]] | None:
+    """`split_beside` of a state whose quote opens a free string (`free_string`) and
+    whose other bytes lead into no string body (a value's start: digits, `[`, `{`...): the
+    tokens that start with the quote by the tokenizer's tables from its body, the others
+    by a pruned walk. None where it is not such a state."""
+    reads, flat = walker.reads, table.flat
+    if _QUOTE not in reads[at]:
+        return None
+    into = flat[at << 8 | _QUOTE]
+    if len(reads[into]) < _BODY_READS:  # a key's quote, say
+        return None
+    others = [byte for byte in reads[at] if byte != _QUOTE]
+    if any(len(reads[flat[at << 8 | byte]]) >= _BODY_READS for byte in others):
+        return None
+    arrays = walker.arrays()
+    if arrays[1][into] or not _free(walker, into):
+        return None
+    stays, crossing = sorted_.free_strings()[1].split(*arrays, into)
+    starts, ids = sorted_.starts(), sorted_.ids
+    lo, hi = starts[_QUOTE], starts[_QUOTE + 1]
+    alone = ids[lo:hi][sorted_.matrix()[0][lo:hi] == 1]  # the quote alone: into the body
+    np.bitwise_or.at(stays, alone >> 5, (1 << (alone & 31)).astype("<u4"))
+    return _with_others(sorted_, walker, table, at, words, stays, crossing, others)
+
+
+def _free(walker: RuleWalker, state: int) -> bool:
+    """`free_string.free_states` of a rule's state (kept per rule)."""
+    found = walker.free.get(state)
+    if found is None:
+        found = walker.free[state] = free_states(*walker.arrays(), state)
+    return found
+
+
+def _with_others(
+    sorted_: SortedTokens,
+    walker: RuleWalker,
+    table: RuleTable,
+    at: int,
+    words: int,
+    stays: np.ndarray,
+    crossing: np.ndarray,
+    others: list[int],
+) -> tuple[np.ndarray, np.ndarray, list[tuple[int, int, int]]] | None:
+    """A split of the tokens under some of `at`'s bytes, completed by a pruned walk of
+    those that start with its `others` (None where that walk gives up)."""
     if not others:
         return stays, crossing, []
+    reads, flat = walker.reads, table.flat
     rest = walk_state(
         sorted_,
         flat,

@@ -71,6 +71,19 @@ class RuleWalker:
                 self.follow[state] = UNKNOWN  # found when a walk gets there (`resolve`)
         self._stacks, self._rule_id, self._table = stacks, rule_id, table
         self._crossing: np.ndarray | None = None
+        self._arrays: tuple[np.ndarray, np.ndarray] | None = None
+        self.free: dict[int, bool] = {}  # state → a free string's body (`free_string`)
+
+    def arrays(self) -> tuple[np.ndarray, np.ndarray]:
+        """The rule's pruned table, raveled, and bool per state: it calls or accepts
+        (what `free_string` reads; made once per rule)."""
+        if self._arrays is None:
+            table = self._table
+            crossing = np.asarray(table.accepting, dtype=bool)
+            crossing[list(table.calls)] = True
+            crossing[0] = False
+            self._arrays = table.table.ravel(), crossing
+        return self._arrays
 
     def crossing_table(self) -> np.ndarray:
         """Bool [states, 256]: byte b may be read next at crossing state s (a call state

@@ -90,6 +90,13 @@ def token_trie(info: TokenizerInfo) -> TokenTrie:
     return _shared(info).trie
 
 
+def body_tables(info: TokenizerInfo) -> tuple[BodyTokens, BodyTokens]:
+    """The string-body tables of `info`: of every token, and of those that start with a
+    quote, less it."""
+    shared = _shared(info)
+    return shared.body, shared.quoted
+
+
 def shared_nbytes(info: TokenizerInfo) -> int:
     """Memory held by the tables shared per tokenizer: the trie, string-body tables, loop
     skips and the loop-run tables built so far."""

@@ -16,7 +16,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from kor_cli.grammar.index import token_trie
+from kor_cli.grammar.free_string import FreeTokens
+from kor_cli.grammar.index import body_tables, token_trie
 from kor_cli.grammar.vocab import TokenizerInfo
 
 CANDIDATE_LIMIT = 20_000  # tokens walked at once for a dense state's candidates
@@ -37,6 +38,8 @@ class SortedTokens:
 
     def __init__(self, info: TokenizerInfo) -> None:
         trie = token_trie(info)
+        self._info = info
+        self._free: tuple[FreeTokens, FreeTokens] | None = None
         self._source: Sequence[bytes] = trie.tokens
         self._tokens: list[bytes] | None = self._source if isinstance(self._source, list) else None
         self.ids: np.ndarray = np.asarray(trie.token_ids, dtype=np.int64)
@@ -85,10 +88,20 @@ class SortedTokens:
             self._plain = odd.max(axis=1).astype(np.int64)
         return self._plain
 
+    def free_strings(self) -> tuple[FreeTokens, FreeTokens]:
+        """The tokenizer's free-string tables (`free_string`): from a string's body, and
+        from its opening quote (made once per tokenizer)."""
+        if self._free is None:
+            body, quoted = body_tables(self._info)
+            self._free = FreeTokens(body), FreeTokens(quoted)
+        return self._free
+
     def prepare(self) -> None:
-        """Make what the array walks read (the padded matrix, the plain offsets) now: a
-        tokenizer's setup, so no first mask pays them (~0.1 s for Qwen)."""
+        """Make what the array walks read (the padded matrix, the plain offsets, the
+        free-string tables) now: a tokenizer's setup, so no first mask pays them (~0.1 s
+        for Qwen)."""
         self.plain_from()
+        self.free_strings()
 
     def position(self, ids: np.ndarray) -> np.ndarray:
         """The positions in the sorted list of token `ids` (-1: not walkable)."""

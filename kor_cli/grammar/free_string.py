@@ -1,0 +1,185 @@
+"""Free JSON string bodies: a frame's split from tables made once per tokenizer.
+
+A *free string* state s of a rule reads what a canonical JSON string without constraints
+holds (`json_values`): body characters (`string_body`: any but `"`, `\\` and controls, as
+valid UTF-8) and the escapes of `"`, `\\` and the controls, until a closing quote leads
+out to some state q. `STRING` is the automaton of that language from s (-1: dead; the
+quote from its body state: the exit). `free_states` checks that a rule's
+states read it: the states it reaches from s are an image of `STRING`'s (row for row,
+every byte), none crossing (calls or accepts). Then a token's walk from s up to its
+closing quote is the same in every such rule, so it is walked once per tokenizer
+(`FreeTokens`, from the string-body tables): it stays in the string to its end (a body
+token, an escape, a partial UTF-8 character: read by bytes), dies there, or closes at
+some byte with a *tail* after it. A frame then walks only the tails: the trie of `"` +
+tail over the few tokens that close (Qwen: ~1,200 of 151,643), from s, whose first byte
+leads to q (~30 us, where a walk of every non-body token's (k, rest) and the rule's
+chains and tables for it took ~250-400 us on a rule's first string). The same holds for
+the tokens that start with the opening quote (`quoted`: their bytes after it).
+
+The tables are the tokenizer's, like the sorted tokens and the body tables they come
+from: a compile reuses them as it reuses those, and nothing in them depends on a grammar.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+
+from kor_cli.grammar.string_body import _NOT_BODY, BodyTokens
+from kor_cli.grammar.trie import TokenTrie, token_ranges
+
+_QUOTE = ord('"')
+_INSIDE, _DEAD = -1, -2  # a token's fate from the body state, else its closing offset
+_MANY = 512  # more token ids are set in words by a bincount
+
+
+def _automaton() -> list[list[int]]:
+    """`STRING`: next states (-1 dead) per state and byte; state 0 the body, whose quote
+    exits (left -1 here: `free_states` checks it against the rule's exit). Its escapes
+    are the canonical ones (`json_values`: `json.dumps` of `"`, `\\` and the controls), as a
+    trie of their bytes; each state is numbered after one that leads to it."""
+    escapes = [json.dumps(chr(c))[1:-1].encode() for c in (*range(0x20), _QUOTE, ord("\\"))]
+    prefixes = sorted({e[:n] for e in escapes for n in range(1, len(e))}, key=len)
+    number = {prefix: at + 1 for at, prefix in enumerate(prefixes)}  # body: 0
+    cont1 = len(prefixes) + 1
+    cont2, cont3 = cont1 + 1, cont1 + 2
+    narrow = {0xE0: range(0xA0, 0xC0), 0xED: range(0x80, 0xA0)}  # then one more
+    narrow |= {0xF0: range(0x90, 0xC0), 0xF4: range(0x80, 0x90)}  # then two more
+    rows = [[-1] * 256 for _ in range(cont3 + 1 + len(narrow))]
+    for byte in range(0x20, 0x80):
+        rows[0][byte] = 0
+    rows[0][_QUOTE] = -1
+    for escape in escapes:  # a trie of the escapes' bytes, back to the body at their ends
+        for n in range(1, len(escape) + 1):
+            source = number.get(escape[: n - 1], 0)
+            rows[source][escape[n - 1]] = number.get(escape[:n], 0)
+    # UTF-8 (RFC 3629): leads, then continuations (the first narrowed after some leads)
+    for byte in range(0xC2, 0xF5):
+        rows[0][byte] = cont1 if byte < 0xE0 else cont2 if byte < 0xF0 else cont3
+    for state, after in ((cont1, 0), (cont2, cont1), (cont3, cont2)):
+        for byte in range(0x80, 0xC0):
+            rows[state][byte] = after
+    for state, (lead, span) in enumerate(narrow.items(), cont3 + 1):
+        rows[0][lead] = state
+        for byte in span:
+            rows[state][byte] = cont1 if lead < 0xF0 else cont2
+    return rows
+
+
+STRING = _automaton()
+_STRING = np.asarray(STRING, dtype=np.int64)
+_SIZE = len(STRING)
+# one byte per (state, next state) pair of STRING: how `free_states` finds the image
+_FIRST = [
+    [(to, byte) for to, byte in {t: b for b, t in reversed(list(enumerate(row)))}.items()]
+    for row in STRING
+]
+
+
+def free_states(flat: np.ndarray, crossing: np.ndarray, state: int) -> bool:
+    """True when `state` of a rule (`flat`: its pruned table, raveled; `crossing`: bool per
+    state, calls or accepting) is a free string's body: the states it reaches by `STRING`'s
+    bytes are an image of `STRING`'s, none crossing, and its quote is the exit."""
+    image = [-1] * _SIZE
+    image[0] = state
+    for at in range(_SIZE):  # STRING's states are numbered in the order its edges reach them
+        source = image[at]
+        if source <= 0:
+            return False
+        for to, byte in _FIRST[at]:
+            if to >= 0 and image[to] < 0:
+                image[to] = int(flat[source << 8 | byte])
+    states = np.asarray(image, dtype=np.int64)
+    if crossing[states].any() or not states.all():
+        return False
+    expect = np.append(states, 0)[_STRING]  # -1 (dead) → 0
+    expect[0, _QUOTE] = flat[state << 8 | _QUOTE]
+    return bool((flat[(states << 8)[:, None] + np.arange(256)] == expect).all())
+
+
+class FreeTokens:
+    """Per tokenizer (from one of its string-body tables, whose tokens may lack a first
+    byte: `quoted`): the tokens that stay inside a free string from its body state, as
+    packed words, and the trie of `"` + tail of those that close it."""
+
+    def __init__(self, body: BodyTokens) -> None:
+        width = len(body.counts)
+        inside = body.counts < _NOT_BODY  # nothing but body characters
+        rest = body.rest
+        keyed: list[bytes | None] = [None] * width
+        for token, key in zip(rest.token_ids.tolist(), rest.tokens, strict=True):
+            fate = _fate(key[1:])  # past its first k body characters (STRING's body again)
+            if fate == _INSIDE:
+                inside[token] = True
+            elif fate >= 0:
+                keyed[token] = key[1 + fate :]  # the closing quote and its tail
+        self.inside = np.packbits(inside, bitorder="little").view("<u4")
+        self.tails = TokenTrie(keyed)
+        first, last = token_ranges(self.tails)
+        self._first, self._last = first, last + 1
+
+    def split(
+        self, flat: np.ndarray, crossing: np.ndarray, state: int
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """From free string state `state` (`free_states`) of a rule: the packed words of
+        the tokens read by bytes, and of those that reach a crossing state after a byte and
+        die by bytes later. One walk of the tails trie, level by level."""
+        trie = self.tails
+        stays = self.inside.copy()
+        candidates = np.zeros(len(stays), dtype="<u4")
+        if not trie.depth:
+            return stays, candidates
+        offsets = trie.offsets
+        states = np.zeros(trie.num_nodes, dtype=np.int64)  # 0: dead, or died crossed
+        crossed = np.zeros(trie.num_nodes, dtype=bool)  # a crossing state met
+        roots = offsets[1]
+        states[:roots] = flat.take((state << 8) | trie.byte[:roots])
+        crossed[:roots] = crossing.take(states[:roots])
+        spans: list[np.ndarray] = []
+        for level in range(1, trie.depth):
+            lo, hi = offsets[level], offsets[level + 1]
+            parents = trie.parent[lo:hi]
+            before = states.take(parents)
+            here = flat.take((before << 8) | trie.byte[lo:hi])
+            met = crossed.take(parents)
+            died = np.flatnonzero(met & (here == 0) & (before != 0))
+            if len(died):  # the whole subtree dies by bytes after crossing
+                spans.append(died + lo)
+            states[lo:hi] = here
+            crossed[lo:hi] = met | crossing.take(here)
+            if not here.any():
+                break
+        ids = trie.token_ids
+        _set(stays, ids[states.take(trie.token_node) != 0])
+        if spans:  # disjoint subtrees: the sorted tokens in first..last of each
+            nodes = np.concatenate(spans)
+            size = len(ids) + 1
+            cover = np.bincount(self._first.take(nodes), minlength=size)
+            cover -= np.bincount(self._last.take(nodes), minlength=size)
+            _set(candidates, ids[np.cumsum(cover[:-1]) > 0])
+        return stays, candidates
+
+
+def _fate(data: bytes) -> int:
+    """`data` read by `STRING` from its body state: _INSIDE (to its end), _DEAD, or the
+    offset of its closing quote."""
+    at = 0
+    for offset, byte in enumerate(data):
+        if not at and byte == _QUOTE:
+            return offset
+        at = STRING[at][byte]
+        if at < 0:
+            return _DEAD
+    return _INSIDE
+
+
+def _set(words: np.ndarray, ids: np.ndarray) -> None:
+    """Set the bits of distinct token `ids` in packed words (many: by one bincount, as the
+    bits of a word are distinct their sum is their OR, exact in float64)."""
+    ids = ids.astype(np.int64)
+    if len(ids) > _MANY:
+        bits = np.left_shift(1, ids & 31).astype(np.float64)
+        words |= np.bincount(ids >> 5, bits, len(words)).astype("<u4")
+    elif len(ids):
+        np.bitwise_or.at(words, ids >> 5, np.left_shift(1, ids & 31).astype("<u4"))

@@ -1,0 +1,84 @@
+"""Free strings' frame splits from the tokenizer's tables (`free_string`)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from kor_cli.grammar.compile import GrammarOptions, compile_json_schema
+from kor_cli.grammar.frame_indexes import _free_quote
+from kor_cli.grammar.frame_walk import RuleWalker
+from kor_cli.grammar.free_string import STRING, free_states
+from kor_cli.grammar.pushdown import PushdownGrammar
+from kor_cli.grammar.token_arrays import sorted_tokens
+from kor_cli.testing import TOKENIZER_NAMES
+
+SCHEMA = {  # free strings (values, keys) beside bounded ones, inside rules with calls
+    "type": "object",
+    "properties": {
+        "method": {"type": "string"},
+        "short": {"type": "string", "maxLength": 3},
+        "tag": {"type": "string", "pattern": "^[^x]*$"},
+        "params": {"$ref": "#/$defs/v"},
+    },
+    "required": ["method", "short", "tag", "params"],
+    "$defs": {
+        "v": {
+            "anyOf": [
+                {"type": "object", "additionalProperties": {"$ref": "#/$defs/v"}},
+                {"type": "array", "items": {"$ref": "#/$defs/v"}},
+                {"type": "string"},
+            ]
+        }
+    },
+}
+
+
+def test_string_automaton_reads_canonical_escapes() -> None:
+    def reads(data: bytes) -> bool:
+        at = 0
+        for byte in data:
+            at = STRING[at][byte]
+            if at < 0:
+                return False
+        return at == 0
+
+    assert all(reads(e) for e in (b"\\n", b'\\"', b"\\\\", b"\\u001f", b"\\u0000", b"\xe2\x82\xac"))
+    assert not any(reads(e) for e in (b"\\/", b"\\u0041", b"\\u000a", b"\xc0\x80", b"\xed\xa0\x80"))
+
+
+@pytest.mark.parametrize("name", TOKENIZER_NAMES)
+def test_free_split_equals_the_two_index_lookups(name: str, tokenizer_info_factory) -> None:
+    # from a free string's body, and from a quote that opens one: exactly the masks of
+    # the rule's two token indexes (tokens living by bytes, and those dying by bytes
+    # after reaching a crossing state), with the tokenizer's tables
+    info = tokenizer_info_factory(name)
+    grammar = compile_json_schema(SCHEMA, GrammarOptions())
+    frames = PushdownGrammar(grammar.rules, info).frames
+    sorted_ = sorted_tokens(info)
+    body, quoted = sorted_.free_strings()
+    quotes = np.zeros(len(body.inside) * 32, dtype=bool)
+    quotes[sorted_.ids[sorted_.starts()[34] : sorted_.starts()[35]]] = True
+    quote_words = np.packbits(quotes, bitorder="little").view("<u4")
+    free = bounded = opened = 0
+    for rule_id in grammar.rules.reachable_rules():
+        table = frames.stacks.table(rule_id)
+        walker = RuleWalker(frames.stacks, rule_id, table)
+        indexes = frames._rule_indexes(rule_id, table)
+        assert indexes.crossing is not None
+        for state in range(1, indexes.size):
+            stays = indexes.by_bytes.packed(state) & frames._keep
+            crossing = indexes.crossing.packed(indexes.size + state) & frames._keep & ~stays
+            if free_states(*walker.arrays(), state):
+                split = body.split(*walker.arrays(), state)
+                assert np.array_equal(split[0], stays)
+                assert np.array_equal(split[1], crossing)
+                free += 1
+            elif len(walker.reads[state]) >= 90:  # a bounded string's body
+                bounded += 1
+            found = _free_quote(sorted_, walker, table, state, frames.words)
+            if found is not None:
+                assert np.array_equal(found[0] & quote_words, stays & quote_words)
+                assert np.array_equal(found[1] & quote_words, crossing & quote_words)
+                opened += 1
+    assert free >= 2 and bounded >= 2 and opened >= 2
