@@ -144,24 +144,42 @@ def test_ref_to_the_root_and_mutual_recursion() -> None:
 
 
 def test_a_deferred_value_calls_the_start_rule() -> None:
-    """ui's `children` (a deferred array of `$ref: "#"`) calls the start rule itself, not a
-    copy of the root object as a rule of its own (the same DFA compiled twice)."""
+    """A deferred value that reaches the root again (built after the root) calls the start
+    rule itself, not a copy of the root object as a rule of its own (the same DFA twice)."""
     item = {"type": "object", "properties": {"name": {"type": "string"}}}
     props = {f"p{k}": {"type": "array", "items": item} for k in range(4)}
-    ui = {
+    other = {"type": "object", "properties": {f"q{k}": {"type": "integer"} for k in range(8)}}
+    children = {"anyOf": [{"type": "array", "items": {"$ref": "#"}}, other]}
+    schema = {
         "type": "object",
-        "properties": {**props, "children": {"type": "array", "items": {"$ref": "#"}}},
+        "properties": {**props, "children": children},
         "additionalProperties": False,
     }
-    grammar = check(ui, [{"children": [{"children": [{}, {"p0": [{}]}]}]}], [{"children": [1]}])
+    valid = [{"children": [{"children": {"q1": 2}}, {"p0": [{}]}]}]
+    grammar = check(schema, valid, [{"children": [1]}])
     rules = grammar.rules
     assert rules.start == 0 and rules.has_calls
     reached = rules.reachable_rules()
-    assert 0 in {
+    called = {
         callee for k in reached for pairs in rules.rule(k).calls.values() for callee, _ in pairs
     }
+    assert 0 in called
     root = rules.rule(0).dfa.fingerprint()
     assert [k for k in reached if k and rules.rule(k).dfa.fingerprint() == root] == []
+
+
+def test_a_small_value_recursing_into_the_root_is_built_with_it() -> None:
+    """ui's `children` (an array of `$ref: "#"` beside a large root) is not deferred: the
+    `$ref` back to the root being built costs a call, so the recursion closes on the root as
+    tree's `kids` do: the start rule calls itself."""
+    item = {"type": "object", "properties": {"name": {"type": "string"}}}
+    props = {f"p{k}": {"type": "array", "items": item} for k in range(4)}
+    children = {"type": "array", "items": {"$ref": "#"}}
+    schema = {"type": "object", "properties": {**props, "children": children}}
+    grammar = check(schema, [{"children": [{"children": [{}, {"p0": [{}]}]}]}], [{"children": [1]}])
+    rules = grammar.rules
+    start = rules.rule(rules.start)
+    assert rules.start in {callee for pairs in start.calls.values() for callee, _ in pairs}
 
 
 def test_unproductive_rules_are_never_called() -> None:

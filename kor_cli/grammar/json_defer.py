@@ -57,9 +57,12 @@ class DeferPolicy:
         self._patterns: dict[str, Node | GrammarError] = {}
         self._keep: list[Any] = []  # schemas whose ids are keys (kept alive)
 
-    def deferrable(self, parts: list[Part]) -> bool:
+    def deferrable(self, parts: list[Part], building: frozenset[int] = frozenset()) -> bool:
         """Whether the conjunction `parts` (a member value) may be built when first reached:
-        large enough, maybe a container, and no keyword in it can be refused."""
+        large enough, maybe a container, and no keyword in it can be refused. `building`:
+        ids of the schemas whose conjunctions are being built; a `$ref` back to one of them
+        costs a call, so it does not count towards the size (ui's `children`, an array of
+        `$ref: "#"`, is built now and closes the recursion as tree's `kids` do)."""
         if not any(_container(p.schema) for p in parts):
             return False
         size = 0
@@ -68,7 +71,10 @@ class DeferPolicy:
             if not safe:
                 return False
             size += count
-        return size >= DEFER_SIZE
+        if size < DEFER_SIZE:
+            return False
+        seen: set[int] = set(building)
+        return not building or sum(self._near(p.schema, seen) for p in parts) >= DEFER_SIZE
 
     def safe(self, schema: Any) -> bool:
         """Whether no keyword of `schema`'s subtree can be refused."""
@@ -97,6 +103,19 @@ class DeferPolicy:
                 break
         self._seen[id(schema)] = (safe, size)
         return safe, size
+
+    def _near(self, schema: Any, seen: set[int]) -> int:
+        """The size of `schema`'s subtree (as `_scan`'s, capped) without the schemas in
+        `seen` (those being built, and those counted already)."""
+        if not isinstance(schema, dict) or id(schema) in seen:
+            return 0
+        seen.add(id(schema))
+        size = 1
+        for child in self._children(schema) or ():
+            size += self._near(child, seen)
+            if size >= DEFER_SIZE:
+                break
+        return size
 
     def _children(self, schema: dict[str, Any]) -> list[Any] | None:
         """The subschemas the compiler reads from `schema` (`$ref` targets included), or

@@ -8,9 +8,8 @@ too. So recursion costs one rule, not copies, and nests to any depth on the push
 matcher (`rules.RuleSet`). "Same" reads a bare `$ref` as its target (`_same`): a node that
 is both the root and its own items (`tree`), or a definition reached as items and as
 members (`rpc`), is one rule that every place calls, not a copy inlined into the first
-caller plus a rule per place (tree's cold walk compiles one rule instead of two). A
-deferred value (below) that reaches the root again (ui's `children`: items `$ref: "#"`)
-calls the start rule itself (`finish`), not a copy of the root as a rule of its own.
+caller plus a rule per place. A deferred value (below) that reaches the root again calls
+the start rule itself (`finish`), not a copy of the root as a rule of its own.
 
 Large member values and items that may be arrays or objects (`split`, from `SPLIT_SIZE`
 AST nodes) become rules of their own too, so a big schema's rules are compiled to DFAs only
@@ -86,6 +85,8 @@ class RuleBook:
         self.bodies: dict[int, Node] = {}
         self.names: dict[int, str] = {}
         self.start = 0
+        self._rooted = False  # `finish` was called
+        self._forcing = 0  # deferred bodies being built (`body`)
         self._decided: dict[int, bool] = {}  # rule -> whether it generates a string
         self._rule_of: dict[Key, int] = {}
         self._open: dict[Key, list[Any]] = {}  # key -> [rule or None, parts, raw hit, raw]
@@ -135,6 +136,14 @@ class RuleBook:
         self._keep.append(parts)
         return Call(rule, free=not again)  # free: a copy inlined here before merging
 
+    def building(self) -> frozenset[int]:
+        """Ids of the root's schemas while it is built (as `_same` reads them): a value that
+        reaches one is a call (`json_defer`); none in deferred bodies (their rule would only
+        call the recursion rule)."""
+        outer = next(iter(self._open), None)
+        rooting = not (self._forcing or self._rooted)
+        return frozenset(d[0] for d in outer[0]) if outer is not None and rooting else frozenset()
+
     def defer(
         self,
         parts: list[Part],
@@ -179,7 +188,11 @@ class RuleBook:
         """The AST of `rule` (a deferred rule's built now, once)."""
         build = self._pending.get(rule)
         if build is not None:
-            self.bodies[rule] = build()  # on an error (a limit) it stays pending
+            self._forcing += 1
+            try:
+                self.bodies[rule] = build()  # on an error (a limit) it stays pending
+            finally:
+                self._forcing -= 1
             del self._pending[rule]
             self.forced += 1
         return self.bodies[rule]
@@ -254,7 +267,7 @@ class RuleBook:
 
     def finish(self, root: Node) -> bool:
         """Fix the start rule (`root`'s); False if it generates nothing."""
-        multiple = self.has_calls
+        multiple, self._rooted = self.has_calls, True
         if isinstance(root, Call):
             self.start = root.rule
             self._root_view = root.view

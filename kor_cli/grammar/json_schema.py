@@ -405,7 +405,8 @@ class SchemaCompiler:
         if parts and pos and not self.exact and all(map(_free, parts)):
             return self.any_value(loc, self.max_any_depth)
         if parts:
-            if pos and not self.exact and self.defer.deferrable(parts):  # built when reached
+            building = self.rules.building()
+            if pos and not self.exact and self.defer.deferrable(parts, building):  # when reached
                 build = lambda: self.conj(parts, loc, True)  # noqa: E731
                 proof = lambda: self.witness.exists([p.schema for p in parts])  # noqa: E731
                 return self.rules.defer(parts, loc, build, proof)
