@@ -148,3 +148,25 @@ def test_byte_offsets_in_python_equal_the_array_walk(drawn) -> None:
                     settled, where = byte_offsets(sorted_, ids, state, table, kinds)
                 found.append((settled.tolist(), np.where(settled, where, 0).tolist()))
             assert found[0] == found[1]
+
+
+@pytest.mark.parametrize("schema", ["tree", "rpc"])
+def test_recursive_starts_need_no_simulation_on_qwen(schema: str, tokenizer_info_factory) -> None:
+    # `[[`, `["`, `[]{"` at a recursive rule's start (its own frame still being built, or a
+    # rest that is no token) are read by the callee's table, not simulated
+    rules = compile_json_schema(recursive_schema(schema, closed=True)).rules
+    frames = FrameMasks(Stacks(rules), tokenizer_info_factory("qwen"))
+    simulated = []
+    simulate = FrameMasks._simulate
+
+    def counting(self, rule_id, state, ids, stays):
+        simulated.extend(ids)
+        return simulate(self, rule_id, state, ids, stays)
+
+    with mock.patch.object(FrameMasks, "_simulate", counting):
+        for rule_id in rules.reachable_rules():  # the starts first, as a walk builds them
+            frames.get(rule_id, frames.stacks.table(rule_id).start)
+        for rule_id in rules.reachable_rules():
+            for state in range(len(frames.stacks.table(rule_id).table)):
+                frames.get(rule_id, state)
+    assert frames.candidates > 0 and not simulated

@@ -22,8 +22,9 @@ trie walks) on two tables per rule:
   does not must call or pop on the way: a candidate. A candidate whose byte path meets no
   call cannot stay (staying without a call is reading by bytes), so one table walk tells
   where it escapes (at accepting states on its path) or that it is dead; the others are
-  read from the callees' start frames where the rest of the token is itself a token
-  (`frame_returns.read_calls`), else exactly by the stack simulation (`Stacks.classify`),
+  read from the callees' start frames where the rest of the token is itself a token, else
+  by the callees' tables (`frame_returns.read_calls`), and the few left (deep chains of
+  calls) exactly by the stack simulation (`Stacks.classify`),
   to tell stays / escapes / neither. A copy of each state reads its first byte by its
   byte edges only (calls at the start are handled below, pops there by `ends`).
 

@@ -6,7 +6,8 @@ of the token is read there by bytes alone, how the token reads from this frame f
 without the stack simulation (`Stacks.classify`): `]` after a nested value, `},` after an
 object member, and so on. `read_calls` does the same for a call met after some bytes
 (`,"` at an array's `,`, `":"` after a key), entering the callee's start frame with the
-rest of the token (when that rest is itself a token).
+rest of the token when that rest is itself a token, else reading it by the callee's table
+(a recursive rule's start, whose frame is still being built: `[[`, `["` into `value`).
 """
 
 from __future__ import annotations
@@ -132,8 +133,6 @@ def read_calls(
     `stays`; return the escape rows of the others it decided, and the ids left to the
     simulation."""
     reader = CallReader(frames, table)
-    if not reader.ready():  # every callee's start frame is being built (a rule's start)
-        return (_NONE, _NONE), ids
     token_bytes = frames.info.token_bytes
     tokens: list[int] = []
     offsets: list[int] = []
@@ -157,30 +156,33 @@ def read_calls(
 
 class CallReader:
     """Decides candidates that meet call states after their first byte from the callees'
-    frame masks already built, without the stack simulation: a way into callee C at a call
-    state, the rest of the token being itself a token R, stays when C's start frame keeps
-    R, and goes on at the return state after each escape of R (its offset k: C ended
-    after k bytes of R), read again by bytes (and further calls). A token is decided only
-    when every way is: a callee whose start frame is not built yet (one being built: a
-    recursive rule), a rest that is no token, or deep chains of empty rules leave it to the
-    simulation. One per frame build (it reads one rule's table)."""
+    frame masks, without the stack simulation: a way into callee C at a call state, the
+    rest of the token being itself a token R, stays when C's start frame keeps R, and goes
+    on at the return state after each escape of R (its offset k: C ended after k bytes of
+    R), read again by bytes (and further calls). Where C's start frame cannot be read (it
+    is being built: a recursive rule's start) or the rest is no token, the rest is read by
+    C's own table the same way (`_through`). A token is decided only when every way is:
+    deep chains of calls and empty rules leave it to the simulation. One per frame build
+    (it reads one rule's table; the callees' readers are made on use)."""
 
-    def __init__(self, frames: FrameMasks, table: RuleTable) -> None:
+    def __init__(
+        self,
+        frames: FrameMasks,
+        table: RuleTable,
+        readers: dict[int, CallReader] | None = None,
+        rule_id: int = -1,
+    ) -> None:
+        """`readers`: the callees' readers (shared by nested ones); `rule_id`: the rule of
+        `table` (a callee's reader: see `start_ends`)."""
         self._frames = frames
+        self._rule_id = rule_id
+        self._table = table
         self._flat, self._accepting, self._calls = table.flat, table.accepting, table.calls
         sorted_ = frames._sorted
         self._sorted, self._ids = sorted_.tokens, sorted_.ids
         self._known = frames.spelled
-
-    def ready(self) -> bool:
-        """False when no callee's start frame can be read (all are being built)."""
-        frames = self._frames
-        for pairs in self._calls.values():
-            for callee, _ in pairs:
-                start = frames.stacks.table(callee).start
-                if (frames.same_rule(callee), start) not in frames.building:
-                    return True
-        return False
+        self._readers: dict[int, CallReader] = {} if readers is None else readers
+        self._ends: bool | None = None  # the start frame can end before a byte (`ends`)
 
     def read(self, state: int, data: bytes) -> tuple[bool, int] | None:
         """How `data` reads from `state` (calls there count; a pop before the first byte
@@ -210,18 +212,18 @@ class CallReader:
     def _via(
         self, callee: int, ret: int, data: bytes, k: int, depth: int
     ) -> tuple[bool, int] | None:
-        frame = self._callee_frame(callee)
-        if frame is None or depth > _DEPTH:
+        if depth > _DEPTH:
             return None
+        frame = self._callee_frame(callee)
+        token = -1 if frame is None else self._token(data[k:])
+        if frame is None or token < 0:
+            return self._through(callee, ret, data, k, depth)
         stays, bits = False, 0
         if frame.ends:  # the callee can end before a byte: the return state reads on
             found = self._from(ret, data, k, depth + 1)
             if found is None:
                 return None
             stays, bits = found
-        token = self._token(data[k:])
-        if token < 0:
-            return None
         if frame.stays[token >> 5] >> (token & 31) & 1:
             return True, bits
         for offset in frame.offsets_of(token):
@@ -231,6 +233,45 @@ class CallReader:
             stays = stays or found[0]
             bits |= found[1]
         return stays, bits
+
+    def _through(
+        self, callee: int, ret: int, data: bytes, k: int, depth: int
+    ) -> tuple[bool, int] | None:
+        """`_via` without the callee's start frame: the rest read from the callee's start
+        by its own reader (staying in it, or the offsets after byte k where it can end,
+        each read on from `ret`), and from `ret` at once where it can end before a byte."""
+        reader = self._readers.get(callee)
+        if reader is None:
+            table = self._frames.stacks.table(callee)
+            reader = CallReader(self._frames, table, self._readers, callee)
+            self._readers[callee] = reader
+        inner = reader._from(reader._table.start, data, k, depth + 1)
+        if inner is None:
+            return None
+        if inner[0]:
+            return True, 0
+        stays, bits = False, 0
+        ends = inner[1] & ~(1 << k)  # ending before a byte: `start_ends` below
+        if reader.start_ends():
+            ends |= 1 << k
+        while ends:
+            at = (ends & -ends).bit_length() - 1
+            ends &= ends - 1
+            found = self._from(ret, data, at, depth + 1)
+            if found is None:
+                return None
+            stays = stays or found[0]
+            bits |= found[1]
+        return stays, bits
+
+    def start_ends(self) -> bool:
+        """True when this rule can end before a byte from its start (its start frame's
+        `ends`: an accepting state among those reached without a byte)."""
+        if self._ends is None:
+            table, rules = self._table, self._frames.stacks.rules
+            here = rules.epsilon_states(self._rule_id, table.start)
+            self._ends = any(table.accepting[at] for at in here)
+        return self._ends
 
     def _token(self, data: bytes) -> int:
         """The id of the token spelled `data` (-1: none), remembered per grammar (the
