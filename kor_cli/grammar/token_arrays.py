@@ -16,13 +16,14 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from kor_cli.grammar.free_string import FreeTokens
+from kor_cli.grammar.free_string import FreeTokens, free_states
 from kor_cli.grammar.index import body_tables, token_trie
 from kor_cli.grammar.vocab import TokenizerInfo
 
 CANDIDATE_LIMIT = 20_000  # tokens walked at once for a dense state's candidates
 WIDTH = 16  # bytes per token in the padded matrix (longer tokens finish in Python)
 _ONE = [bytes((b,)) for b in range(256)]
+_PROBE = ord("a")  # a body character: a free string's body reads it back to itself
 _PLAIN = np.zeros(256, dtype=bool)  # printable ASCII but `"` and `\`: a string's plain bytes
 _PLAIN[0x20:0x7F] = True
 _PLAIN[[ord('"'), ord("\\")]] = False
@@ -40,6 +41,7 @@ class SortedTokens:
         trie = token_trie(info)
         self._info = info
         self._free: tuple[FreeTokens, FreeTokens] | None = None
+        self._lead: np.ndarray | None = None
         self._source: Sequence[bytes] = trie.tokens
         self._tokens: list[bytes] | None = self._source if isinstance(self._source, list) else None
         self.ids: np.ndarray = np.asarray(trie.token_ids, dtype=np.int64)
@@ -96,12 +98,26 @@ class SortedTokens:
             self._free = FreeTokens(body), FreeTokens(quoted)
         return self._free
 
+    def body_lead(self) -> np.ndarray:
+        """Per sorted token: the bytes of its leading body characters (`string_body`;
+        all of it for a body token; made once per tokenizer, with `free_strings`)."""
+        if self._lead is None:
+            body = body_tables(self._info)[0]
+            lead = self.matrix()[0].copy()  # body tokens: their length
+            rest = body.rest
+            keys = np.fromiter(map(len, rest.tokens), np.int64, count=len(rest.token_ids))
+            at = self.position(rest.token_ids.astype(np.int64))
+            lead[at] -= keys - 1  # the rest key: its count byte, then the bytes past them
+            self._lead = lead
+        return self._lead
+
     def prepare(self) -> None:
         """Make what the array walks read (the padded matrix, the plain offsets, the
         free-string tables) now: a tokenizer's setup, so no first mask pays them (~0.1 s
         for Qwen)."""
         self.plain_from()
         self.free_strings()
+        self.body_lead()
 
     def position(self, ids: np.ndarray) -> np.ndarray:
         """The positions in the sorted list of token `ids` (-1: not walkable)."""
@@ -308,7 +324,9 @@ def escape_offsets(
     offsets k >= 1 where the path stood at an accepting state before byte k (bit k: there
     the token can escape, the caller reading the rest; none: the token is dead). Others
     (a call met, or read to the end by bytes) need the stack simulation. Tokens longer
-    than WIDTH bytes are left to it too."""
+    than WIDTH bytes are left to it too. From a free string's body (`free_string`), where
+    body characters lead back to it past no crossing state, each token starts after its
+    leading body characters (a string value's candidates, `hello",`: at their quote)."""
     lengths, matrix = sorted_.matrix()
     positions = sorted_.position(ids)
     known = positions >= 0
@@ -321,23 +339,26 @@ def escape_offsets(
     now = np.full(len(ids), state, dtype=np.int64)
     rows = np.flatnonzero(settled)
     at, left = now[rows], lengths[rows]
-    for offset in range(WIDTH):
-        if offset:
-            going = (left > offset) & (at != 0)
-            stop = calls[at] & going
-            if stop.any():  # a call met: the simulation decides
-                settled[rows[stop]] = False
-                going &= ~stop
-            if not going.all():
-                now[rows[~going]] = at[~going]
-                rows, at, left = rows[going], at[going], left[going]
-                if not len(rows):
-                    break
-            hit = accepting[at]
-            if hit.any():
-                where[rows[hit]] |= 1 << offset
-        at = steps.take(at * 256 + padded[:, offset].take(rows))
-    else:
-        now[rows] = at
+    offset = np.zeros(len(rows), dtype=np.int64)  # each row's next byte
+    if table[state, _PROBE] == state and free_states(steps, accepting | calls, state):
+        offset = np.minimum(sorted_.body_lead()[positions[rows]], left)
+    while len(rows):
+        started = offset > 0
+        going = (left > offset) & (at != 0)
+        stop = calls[at] & going & started
+        if stop.any():  # a call met: the simulation decides
+            settled[rows[stop]] = False
+            going &= ~stop
+        if not going.all():
+            now[rows[~going]] = at[~going]
+            rows, at, left, offset = rows[going], at[going], left[going], offset[going]
+            started = started[going]
+            if not len(rows):
+                break
+        hit = accepting[at] & started
+        if hit.any():
+            where[rows[hit]] |= np.left_shift(1, offset[hit])
+        at = steps.take(at * 256 + padded[rows, offset])
+        offset += 1
     settled &= now == 0  # read to their end by bytes: the simulation decides
     return settled, where
