@@ -80,6 +80,22 @@ class ByteDFA:
         self._edges: list[list[tuple[int, int]]] | None = None
         self._fingerprint: str | None = None
 
+    @classmethod
+    def made(
+        cls, transitions: np.ndarray, accepting: np.ndarray, start: int, trimmed: bool = False
+    ) -> ByteDFA:
+        """A DFA of arrays its builder made right (C-contiguous int32 [n, 256] and bool
+        [n], dead state 0, 0 < start < n): `ByteDFA(...)` without the checks."""
+        out = cls.__new__(cls)
+        out.transitions, out.accepting, out.start, out.trimmed = (
+            transitions,
+            accepting,
+            start,
+            trimmed,
+        )
+        out._compressed = out._edges = out._fingerprint = None
+        return out
+
     @property
     def num_states(self) -> int:
         return len(self.transitions)
@@ -165,7 +181,8 @@ def _expand(minimal: tuple[np.ndarray, np.ndarray, int], class_of: np.ndarray) -
     table, accepting, start = minimal
     if start == 0:
         return empty_dfa()
-    return ByteDFA(table[:, class_of], accepting, start, trimmed=True)  # minimize trims
+    columns = table.take(class_of, axis=1)  # C-contiguous, as `made` needs
+    return ByteDFA.made(columns, accepting, start, trimmed=True)  # minimize trims
 
 
 def empty_dfa() -> ByteDFA:

@@ -124,72 +124,81 @@ _split_memo: weakref.WeakKeyDictionary[ByteDFA, Rule] = weakref.WeakKeyDictionar
 
 def _split(dfa: ByteDFA) -> Rule:
     table = np.asarray(dfa.transitions, dtype=np.int32)
-    found, inside = _markers(table)
+    found, inside, reads_digits = _markers(table)
     if getattr(dfa, "trimmed", False):
         # minimal: every state is reachable, so by bytes and returns all but the markers'
-        live = np.ones(len(table), dtype=bool)
-        live[[0, *inside]] = False
-        keep = np.flatnonzero(live)
+        keep = [s for s in range(1, len(table)) if s not in inside]
     else:
         bytes_only = table.copy()
         bytes_only[:, MARK:] = 0
-        keep = np.array(_reachable(bytes_only, dfa.start, found), dtype=np.intp)
-    if not len(keep):
+        keep = _reachable(bytes_only, dfa.start, found)
+    if not keep:
         raise GrammarError("a rule matches nothing")
-    kept = table[keep]  # the kept rows (a copy), marker bytes then cleared
-    if kept[:, DIGIT0:].any():
-        raise GrammarError(_RAW_HIGH)
-    kept[:, MARK:] = 0
-    renumber = np.zeros(len(table), dtype=np.int32)
-    renumber[keep] = np.arange(1, len(keep) + 1, dtype=np.int32)
-    rows = np.zeros((len(keep) + 1, 256), dtype=np.int32)
-    if len(keep) == len(table) - 1:  # every state kept: the numbers stay
-        rows[1:] = kept
+    renumber = [-1] * len(table)  # -1: a state not kept (inside a marker, unreachable)
+    renumber[0] = 0
+    for number, state in enumerate(keep, 1):
+        renumber[state] = number
+    if renumber[dfa.start] < 1 or any(renumber[s] > 0 for s in reads_digits):
+        raise GrammarError(_RAW_HIGH)  # the start inside a marker, a kept state reads a digit
+    keep.insert(0, 0)  # row 0 (dead) stays row 0
+    if len(keep) == len(table):  # every state kept: the numbers stay
+        rows = table.copy()
+        rows[:, MARK:] = 0  # calls are read off; marker bytes leave the table
     else:
-        np.take(renumber, kept, out=rows[1:], mode="clip")  # in range: unbuffered
-        if np.count_nonzero(rows) != np.count_nonzero(kept):  # a byte into a marker's inside
+        rows = np.empty((len(keep), 256), dtype=np.int32)
+        np.take(np.asarray(renumber, dtype=np.int32), table[keep], out=rows, mode="clip")
+        rows[:, MARK:] = 0
+        if rows.min() < 0:  # a byte into a marker's inside
             raise GrammarError(_RAW_HIGH)
-    accepting = np.zeros(len(keep) + 1, dtype=bool)
-    accepting[1:] = np.asarray(dfa.accepting, dtype=bool)[keep]
+    accepting = np.asarray(dfa.accepting, dtype=bool)[keep]
     if not accepting.any():
         raise GrammarError("a rule matches nothing")
     calls = {
-        int(renumber[s]): tuple((callee, int(renumber[t])) for callee, t in pairs)
+        renumber[s]: tuple((callee, renumber[t]) for callee, t in pairs)
         for s, pairs in found.items()
-        if renumber[s]
+        if renumber[s] > 0
     }
-    out = ByteDFA(rows, accepting, int(renumber[dfa.start]))
+    out = ByteDFA.made(rows, accepting, renumber[dfa.start])
     # a kept state led to acceptance in `dfa`: by bytes alone, or by bytes to a call
     return Rule(out, MappingProxyType(calls), pruned=getattr(dfa, "trimmed", False))
 
 
-def _markers(table: np.ndarray) -> tuple[dict[int, tuple[tuple[int, int], ...]], set[int]]:
-    """Each state's calls (callee, return state) read off its marker paths, and the states
-    inside marker paths (their digit rows read one by one: a rule has few)."""
+def _markers(
+    table: np.ndarray,
+) -> tuple[dict[int, tuple[tuple[int, int], ...]], set[int], list[int]]:
+    """Each state's calls (callee, return state) read off its marker paths, the states
+    inside marker paths, and the states that read a digit byte (the high columns' few
+    transitions are listed at once: a rule has few)."""
     found: dict[int, tuple[tuple[int, int], ...]] = {}
     inside: set[int] = set()
-    column = table[:, MARK]
-    marked = np.flatnonzero(column).tolist()
-    if not marked:
-        return found, inside
-    digits: dict[int, list[int]] = {}  # the digit targets of each state met inside
-    for state, first in zip(marked, column[marked].tolist(), strict=True):
+    high = table[:, MARK:]
+    sources, columns = np.nonzero(high)
+    if not len(sources):
+        return found, inside, []
+    marks: dict[int, int] = {}  # state -> its MARK target
+    digits: dict[int, list[int]] = {}  # state -> its digit targets
+    for state, column, target in zip(
+        sources.tolist(), columns.tolist(), high[sources, columns].tolist(), strict=True
+    ):
+        if column:
+            digits.setdefault(state, [0] * BASE)[column - 1] = target
+        else:
+            marks[state] = target
+    for state, first in marks.items():  # ascending: np.nonzero lists rows in order
         frontier = [(first, 0)]
         for _ in range(WIDTH):
             step = []
             for inner, value in frontier:
                 row = digits.get(inner)
-                if row is None:
-                    row = digits[inner] = table[inner, DIGIT0:].tolist()
-                if not any(row) or inner == state:
+                if row is None or inner == state:
                     raise GrammarError(_RAW_HIGH)
                 inside.add(inner)
                 step += [(t, value * BASE + d) for d, t in enumerate(row) if t]
             frontier = step
         found[state] = tuple(sorted((value, target) for target, value in frontier))
-    if table[sorted(inside), :DIGIT0].any():  # a state inside a marker reads another byte
+    if inside and table[sorted(inside), :DIGIT0].any():  # inside a marker, another byte
         raise GrammarError(_RAW_HIGH)
-    return found, inside
+    return found, inside, list(digits)
 
 
 def _reachable(
