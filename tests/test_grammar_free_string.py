@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from kor_cli.grammar.compile import GrammarOptions, compile_json_schema
-from kor_cli.grammar.frame_indexes import _free_quote
+from kor_cli.grammar.frame_indexes import _free_prefix
 from kor_cli.grammar.frame_walk import RuleWalker
 from kor_cli.grammar.free_string import STRING, free_states
 from kor_cli.grammar.pushdown import PushdownGrammar
@@ -49,18 +49,21 @@ def test_string_automaton_reads_canonical_escapes() -> None:
 
 @pytest.mark.parametrize("name", TOKENIZER_NAMES)
 def test_free_split_equals_the_two_index_lookups(name: str, tokenizer_info_factory) -> None:
-    # from a free string's body, and from a quote that opens one: exactly the masks of
+    # from a free string's body, and from a quote or UTF-8 continuation bytes one byte
+    # before it (the tokens that start with them): exactly the masks of
     # the rule's two token indexes (tokens living by bytes, and those dying by bytes
     # after reaching a crossing state), with the tokenizer's tables
     info = tokenizer_info_factory(name)
     grammar = compile_json_schema(SCHEMA, GrammarOptions())
     frames = PushdownGrammar(grammar.rules, info).frames
     sorted_ = sorted_tokens(info)
-    body, quoted = sorted_.free_strings()
-    quotes = np.zeros(len(body.inside) * 32, dtype=bool)
-    quotes[sorted_.ids[sorted_.starts()[34] : sorted_.starts()[35]]] = True
-    quote_words = np.packbits(quotes, bitorder="little").view("<u4")
-    free = bounded = opened = 0
+    body = sorted_.free_strings()[0]
+    starts = sorted_.starts()
+    prefixed = np.zeros(len(body.inside) * 32, dtype=bool)  # a quote or a continuation first
+    for lo, hi in ((34, 35), (0x80, 0xC0)):
+        prefixed[sorted_.ids[starts[lo] : starts[hi]]] = True
+    first = np.packbits(prefixed, bitorder="little").view("<u4")
+    free = bounded = opened = continued = 0
     for rule_id in grammar.rules.reachable_rules():
         table = frames.stacks.table(rule_id)
         walker = RuleWalker(frames.stacks, rule_id, table)
@@ -76,9 +79,10 @@ def test_free_split_equals_the_two_index_lookups(name: str, tokenizer_info_facto
                 free += 1
             elif len(walker.reads[state]) >= 90:  # a bounded string's body
                 bounded += 1
-            found = _free_quote(sorted_, walker, table, state, frames.words)
+            found = _free_prefix(sorted_, walker, table, state, frames.words)
             if found is not None:
-                assert np.array_equal(found[0] & quote_words, stays & quote_words)
-                assert np.array_equal(found[1] & quote_words, crossing & quote_words)
-                opened += 1
-    assert free >= 2 and bounded >= 2 and opened >= 2
+                assert np.array_equal(found[0] & first, stays & first)
+                assert np.array_equal(found[1] & first, crossing & first)
+                opened += table.byte_set(state) >> 34 & 1
+                continued += table.byte_set(state) >> 0x80 & 1
+    assert free >= 2 and bounded >= 2 and opened >= 2 and continued >= 2

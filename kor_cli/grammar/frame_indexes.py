@@ -221,9 +221,9 @@ def split_beside(
             return None
         return (*sorted_.free_strings()[0].split(*walker.arrays(), at), [])
     base = at << 8
-    quoted = _free_quote(sorted_, walker, table, at, words)
-    if quoted is not None:
-        return quoted
+    prefixed = _free_prefix(sorted_, walker, table, at, words)
+    if prefixed is not None:
+        return prefixed
     if len(reads[at]) == 1:  # a literal's byte (most states of a key): the usual walk
         if len(reads[flat[base | reads[at][0]]]) < _BODY_READS:
             return None
@@ -277,30 +277,46 @@ def split_beside(
     return _with_others(sorted_, walker, table, at, words, *split, others)
 
 
-def _free_quote(
+def _free_prefix(
     sorted_: SortedTokens, walker: RuleWalker, table: RuleTable, at: int, words: int
 ) -> tuple[np.ndarray, np.ndarray, list[tuple[int, int, int]]] | None:
-    """`split_beside` of a state whose quote opens a free string (`free_string`) and
+    """`split_beside` of a state one byte before a free string's body (`free_string`): a
+    quote that opens it, or UTF-8 continuation bytes that all end a character in it,
     whose other bytes lead into no string body (a value's start: digits, `[`, `{`...): the
-    tokens that start with the quote by the tokenizer's tables from its body, the others
-    by a pruned walk. None where it is not such a state."""
+    tokens that start with those bytes by the tokenizer's tables of the tokens less their
+    first byte, the others by a pruned walk. None where it is not such a state."""
     reads, flat = walker.reads, table.flat
-    if _QUOTE not in reads[at]:
-        return None
-    into = flat[at << 8 | _QUOTE]
+    quoted, continued = sorted_.free_strings()[1:]
+    if _QUOTE in reads[at]:
+        covered, tables = [_QUOTE], quoted
+    else:
+        covered, tables = [byte for byte in reads[at] if byte in _CONTINUATIONS], continued
+        if not covered:
+            return None
+    into = flat[at << 8 | covered[0]]
     if len(reads[into]) < _BODY_READS:  # a key's quote, say
         return None
-    others = [byte for byte in reads[at] if byte != _QUOTE]
+    if any(flat[at << 8 | byte] != into for byte in covered):
+        return None
+    others = [byte for byte in reads[at] if byte not in covered]
     if any(len(reads[flat[at << 8 | byte]]) >= _BODY_READS for byte in others):
         return None
     arrays = walker.arrays()
     if arrays[1][into] or not _free(walker, into):
         return None
-    stays, crossing = sorted_.free_strings()[1].split(*arrays, into)
-    starts, ids = sorted_.starts(), sorted_.ids
-    lo, hi = starts[_QUOTE], starts[_QUOTE + 1]
-    alone = ids[lo:hi][sorted_.matrix()[0][lo:hi] == 1]  # the quote alone: into the body
-    np.bitwise_or.at(stays, alone >> 5, (1 << (alone & 31)).astype("<u4"))
+    stays, crossing = tables.split(*arrays, into)
+    starts, ids, lengths = sorted_.starts(), sorted_.ids, sorted_.matrix()[0]
+    if tables is continued and len(covered) < len(_CONTINUATIONS):  # those bytes only
+        keep = np.zeros(len(stays) * 32, dtype=bool)
+        for lo, hi in _runs(covered):
+            keep[ids[starts[lo] : starts[hi]]] = True
+        kept = np.packbits(keep, bitorder="little").view("<u4")
+        stays &= kept
+        crossing &= kept
+    for lo, hi in _runs(covered):  # the byte alone: into the body by bytes
+        lo, hi = starts[lo], starts[hi]
+        alone = ids[lo:hi][lengths[lo:hi] == 1]
+        np.bitwise_or.at(stays, alone >> 5, (1 << (alone & 31)).astype("<u4"))
     return _with_others(sorted_, walker, table, at, words, stays, crossing, others)
 
 

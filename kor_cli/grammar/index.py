@@ -90,11 +90,11 @@ def token_trie(info: TokenizerInfo) -> TokenTrie:
     return _shared(info).trie
 
 
-def body_tables(info: TokenizerInfo) -> tuple[BodyTokens, BodyTokens]:
-    """The string-body tables of `info`: of every token, and of those that start with a
-    quote, less it."""
+def body_tables(info: TokenizerInfo) -> tuple[BodyTokens, BodyTokens, BodyTokens]:
+    """The string-body tables of `info`: of every token; of those that start with a
+    quote, less it; of those that start with a UTF-8 continuation byte, less it."""
     shared = _shared(info)
-    return shared.body, shared.quoted
+    return shared.body, shared.quoted, shared.continued
 
 
 def shared_nbytes(info: TokenizerInfo) -> int:

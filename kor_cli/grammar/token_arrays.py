@@ -40,7 +40,7 @@ class SortedTokens:
     def __init__(self, info: TokenizerInfo) -> None:
         trie = token_trie(info)
         self._info = info
-        self._free: tuple[FreeTokens, FreeTokens] | None = None
+        self._free: tuple[FreeTokens, FreeTokens, FreeTokens] | None = None
         self._lead: np.ndarray | None = None
         self._source: Sequence[bytes] = trie.tokens
         self._tokens: list[bytes] | None = self._source if isinstance(self._source, list) else None
@@ -90,12 +90,13 @@ class SortedTokens:
             self._plain = odd.max(axis=1).astype(np.int64)
         return self._plain
 
-    def free_strings(self) -> tuple[FreeTokens, FreeTokens]:
-        """The tokenizer's free-string tables (`free_string`): from a string's body, and
-        from its opening quote (made once per tokenizer)."""
+    def free_strings(self) -> tuple[FreeTokens, FreeTokens, FreeTokens]:
+        """The tokenizer's free-string tables (`free_string`): of the tokens from a
+        string's body; of those that start with a quote, less it, and of those that start
+        with a UTF-8 continuation byte, less it (made once per tokenizer)."""
         if self._free is None:
-            body, quoted = body_tables(self._info)
-            self._free = FreeTokens(body), FreeTokens(quoted)
+            body, quoted, continued = body_tables(self._info)
+            self._free = FreeTokens(body), FreeTokens(quoted), FreeTokens(continued)
         return self._free
 
     def body_lead(self) -> np.ndarray:
