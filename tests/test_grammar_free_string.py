@@ -52,7 +52,8 @@ def test_free_split_equals_the_two_index_lookups(name: str, tokenizer_info_facto
     # from a free string's body, and from a quote or UTF-8 continuation bytes one byte
     # before it (the tokens that start with them): exactly the masks of
     # the rule's two token indexes (tokens living by bytes, and those dying by bytes
-    # after reaching a crossing state), with the tokenizer's tables
+    # after reaching a crossing state: candidates, or escapes where a final state came
+    # first), with the tokenizer's tables
     info = tokenizer_info_factory(name)
     grammar = compile_json_schema(SCHEMA, GrammarOptions())
     frames = PushdownGrammar(grammar.rules, info).frames
@@ -73,16 +74,27 @@ def test_free_split_equals_the_two_index_lookups(name: str, tokenizer_info_facto
             stays = indexes.by_bytes.packed(state) & frames._keep
             crossing = indexes.crossing.packed(indexes.size + state) & frames._keep & ~stays
             if free_states(*walker.arrays(), state):
-                split = body.split(*walker.arrays(), state)
+                split = body.split(*walker.arrays(), state, walker.finals())
+                escaped = _words(split[2], len(stays))
                 assert np.array_equal(split[0], stays)
-                assert np.array_equal(split[1], crossing)
+                assert np.array_equal(split[1] | escaped, crossing)
+                assert not (split[1] & escaped).any()
                 free += 1
             elif len(walker.reads[state]) >= 90:  # a bounded string's body
                 bounded += 1
             found = _free_prefix(sorted_, walker, table, state, frames.words)
             if found is not None:
+                escaped = _words(found[2], len(stays)) & first
                 assert np.array_equal(found[0] & first, stays & first)
-                assert np.array_equal(found[1] & first, crossing & first)
+                assert np.array_equal((found[1] & first) | escaped, crossing & first)
                 opened += table.byte_set(state) >> 34 & 1
                 continued += table.byte_set(state) >> 0x80 & 1
     assert free >= 2 and bounded >= 2 and opened >= 2 and continued >= 2
+
+
+def _words(rows: list[tuple[np.ndarray, np.ndarray]], words: int) -> np.ndarray:
+    """Packed words of the tokens of escape rows."""
+    bits = np.zeros(words * 32, dtype=bool)
+    for tokens, _ in rows:
+        bits[tokens] = True
+    return np.packbits(bits, bitorder="little").view("<u4")

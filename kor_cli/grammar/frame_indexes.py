@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from kor_cli.grammar.frame_walk import RuleWalker, split_words, walk_state
+from kor_cli.grammar.frame_walk import Rows, RuleWalker, escape_rows, split_words, walk_state
 from kor_cli.grammar.free_string import free_states
 from kor_cli.grammar.index import TokenIndex
 from kor_cli.grammar.stacks import RuleTable
@@ -201,7 +201,7 @@ def split_beside(
     at: int,
     indexes: Callable[[], RuleIndexes],
     words: int,
-) -> tuple[np.ndarray, np.ndarray, list[tuple[int, int, int]]] | None:
+) -> tuple[np.ndarray, np.ndarray, Rows] | None:
     """`frame_masks`' split of a state one byte before a string body (an escape after its
     backslash, an opening quote, a UTF-8 continuation), which a pruned walk reads as an
     array walk (or one by one) of every token under those bytes into the body: by the body
@@ -219,7 +219,7 @@ def split_beside(
     if len(reads[at]) >= _BODY_READS:  # a free string's body: the tokenizer's tables
         if not _free(walker, at):
             return None
-        return (*sorted_.free_strings()[0].split(*walker.arrays(), at), [])
+        return sorted_.free_strings()[0].split(*walker.arrays(), at, walker.finals())
     base = at << 8
     prefixed = _free_prefix(sorted_, walker, table, at, words)
     if prefixed is not None:
@@ -279,7 +279,7 @@ def split_beside(
 
 def _free_prefix(
     sorted_: SortedTokens, walker: RuleWalker, table: RuleTable, at: int, words: int
-) -> tuple[np.ndarray, np.ndarray, list[tuple[int, int, int]]] | None:
+) -> tuple[np.ndarray, np.ndarray, Rows] | None:
     """`split_beside` of a state one byte before a free string's body (`free_string`): a
     quote that opens it, or UTF-8 continuation bytes that all end a character in it,
     whose other bytes lead into no string body (a value's start: digits, `[`, `{`...): the
@@ -304,7 +304,7 @@ def _free_prefix(
     arrays = walker.arrays()
     if arrays[1][into] or not _free(walker, into):
         return None
-    stays, crossing = tables.split(*arrays, into)
+    stays, crossing, rows = tables.split(*arrays, into, walker.finals())
     starts, ids, lengths = sorted_.starts(), sorted_.ids, sorted_.matrix()[0]
     if tables is continued and len(covered) < len(_CONTINUATIONS):  # those bytes only
         keep = np.zeros(len(stays) * 32, dtype=bool)
@@ -313,11 +313,12 @@ def _free_prefix(
         kept = np.packbits(keep, bitorder="little").view("<u4")
         stays &= kept
         crossing &= kept
+        rows = [(tokens[keep[tokens]], where[keep[tokens]]) for tokens, where in rows]
     for lo, hi in _runs(covered):  # the byte alone: into the body by bytes
         lo, hi = starts[lo], starts[hi]
         alone = ids[lo:hi][lengths[lo:hi] == 1]
         np.bitwise_or.at(stays, alone >> 5, (1 << (alone & 31)).astype("<u4"))
-    return _with_others(sorted_, walker, table, at, words, stays, crossing, others)
+    return _with_others(sorted_, walker, table, at, words, stays, crossing, others, rows)
 
 
 def _free(walker: RuleWalker, state: int) -> bool:
@@ -337,11 +338,14 @@ def _with_others(
     stays: np.ndarray,
     crossing: np.ndarray,
     others: list[int],
-) -> tuple[np.ndarray, np.ndarray, list[tuple[int, int, int]]] | None:
-    """A split of the tokens under some of `at`'s bytes, completed by a pruned walk of
-    those that start with its `others` (None where that walk gives up)."""
+    rows: Rows | None = None,
+) -> tuple[np.ndarray, np.ndarray, Rows] | None:
+    """A split of the tokens under some of `at`'s bytes (and its escape `rows`),
+    completed by a pruned walk of those that start with its `others` (None where that
+    walk gives up)."""
+    rows = rows or []
     if not others:
-        return stays, crossing, []
+        return stays, crossing, rows
     reads, flat = walker.reads, table.flat
     rest = walk_state(
         sorted_,
@@ -360,4 +364,4 @@ def _with_others(
     stays |= more_stays
     if more_crossing is not None:
         crossing |= more_crossing
-    return stays, crossing, rest.escapes
+    return stays, crossing, rows + escape_rows(sorted_, rest.escapes)

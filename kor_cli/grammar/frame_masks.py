@@ -59,7 +59,7 @@ from kor_cli.grammar.frame_cache import frames_path, read_frames, write_frames
 from kor_cli.grammar.frame_escapes import FrameMask, frame_mask, stored_rows
 from kor_cli.grammar.frame_indexes import RuleIndexCache, RuleIndexes, split_beside
 from kor_cli.grammar.frame_returns import byte_offsets, decide_returns, read_calls
-from kor_cli.grammar.frame_walk import RuleWalker, split_words, walk_state
+from kor_cli.grammar.frame_walk import Rows, RuleWalker, escape_rows, split_words, walk_state
 from kor_cli.grammar.shared_rules import shared_frame
 from kor_cli.grammar.stacks import CONTEXT, ESCAPES, STAYS, RuleTable, Stacks
 from kor_cli.grammar.string_body import crossing_table, split_body
@@ -195,8 +195,7 @@ class FrameMasks:
                     candidates = crossing
                 else:
                     candidates |= crossing
-            for lo, hi, depth in escapes:
-                walked.append((self._sorted.ids[lo:hi], np.full(hi - lo, depth, np.int64)))
+            walked += escapes
         extra: list[np.ndarray] = []
         for at in here:
             for callee, _ in table.calls.get(at, ()):
@@ -276,13 +275,13 @@ class FrameMasks:
 
     def _split(
         self, rule_id: int, table: RuleTable, at: int
-    ) -> tuple[np.ndarray, np.ndarray | None, list[tuple[int, int, int]]]:
+    ) -> tuple[np.ndarray, np.ndarray | None, Rows]:
         """The tokens read by bytes alone from state `at` of a rule, and (with calls; None
         when none) the candidates: those that meet a crossing state after a byte and die by
-        bytes later, less the `escapes` (ranges of the sorted tokens and where they escape)
-        the walk tells apart; words are fresh arrays, stop ids clear. A pruned walk of the
-        sorted tokens (`frame_walk`) where the state reads few bytes, else the rule's two
-        token indexes."""
+        bytes later, less the `escapes` (rows: token ids and where they escape) the walk
+        or the free-string tables tell apart; words are fresh arrays, stop ids clear. A
+        pruned walk of the sorted tokens (`frame_walk`) where the state reads few bytes,
+        else the rule's two token indexes."""
         walker = self._walkers.get(rule_id)
         if walker is None:
             walker = self._walkers[rule_id] = RuleWalker(self.stacks, rule_id, table)
@@ -305,7 +304,7 @@ class FrameMasks:
             by_bytes, crossing = split_words(self._sorted, split, self.words)
             if not self._calls:
                 return by_bytes, None, []
-            return by_bytes, crossing, split.escapes
+            return by_bytes, crossing, escape_rows(self._sorted, split.escapes)
         indexes = self._rule_indexes(rule_id, table)
         ahead = indexes.by_bytes._chains.ahead(at) if self._calls else None
         if ahead is not None:  # a string body: both masks from one walk of its rest trie

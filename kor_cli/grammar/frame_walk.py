@@ -72,7 +72,14 @@ class RuleWalker:
         self._stacks, self._rule_id, self._table = stacks, rule_id, table
         self._crossing: np.ndarray | None = None
         self._arrays: tuple[np.ndarray, np.ndarray] | None = None
+        self._finals: np.ndarray | None = None
         self.free: dict[int, bool] = {}  # state → a free string's body (`free_string`)
+
+    def finals(self) -> np.ndarray:
+        """Bool per state: accepting, neither reading nor calling (only popped)."""
+        if self._finals is None:
+            self._finals = np.asarray(self._table.final, dtype=bool)
+        return self._finals
 
     def arrays(self) -> tuple[np.ndarray, np.ndarray]:
         """The rule's pruned table, raveled, and bool per state: it calls or accepts
@@ -415,6 +422,15 @@ def _ranges_after(
             out.append((first, last))
         lo = last
     return made
+
+
+Rows = list[tuple[np.ndarray, np.ndarray]]  # escapes as (token ids, offsets) arrays
+
+
+def escape_rows(sorted_: SortedTokens, escapes: list[tuple[int, int, int]]) -> Rows:
+    """A walk's escapes (ranges of the sorted tokens and where they escape) as rows."""
+    ids = sorted_.ids
+    return [(ids[lo:hi], np.full(hi - lo, depth, np.int64)) for lo, hi, depth in escapes]
 
 
 def split_words(

@@ -101,9 +101,10 @@ def free_states(flat: np.ndarray, crossing: np.ndarray, state: int) -> bool:
 class FreeTokens:
     """Per tokenizer (from one of its string-body tables, whose tokens may lack a first
     byte: `quoted`): the tokens that stay inside a free string from its body state, as
-    packed words, and the trie of `"` + tail of those that close it."""
+    packed words, and the trie of `"` + tail of those that close it (`lengths`: each
+    token's length by id, whole: where its closing quote stands)."""
 
-    def __init__(self, body: BodyTokens) -> None:
+    def __init__(self, body: BodyTokens, lengths: np.ndarray) -> None:
         width = len(body.counts)
         inside = body.counts < _NOT_BODY  # nothing but body characters
         rest = body.rest
@@ -118,47 +119,71 @@ class FreeTokens:
         self.tails = TokenTrie(keyed)
         first, last = token_ranges(self.tails)
         self._first, self._last = first, last + 1
+        ids = self.tails.token_ids
+        keys = np.fromiter(map(len, self.tails.tokens), np.int64, count=len(ids))
+        self._close = lengths[ids] - keys  # sorted tail → its closing quote's offset
 
     def split(
-        self, flat: np.ndarray, crossing: np.ndarray, state: int
-    ) -> tuple[np.ndarray, np.ndarray]:
-        """From free string state `state` (`free_states`) of a rule: the packed words of
-        the tokens read by bytes, and of those that reach a crossing state after a byte and
-        die by bytes later. One walk of the tails trie, level by level."""
+        self, flat: np.ndarray, crossing: np.ndarray, state: int, final: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, list[tuple[np.ndarray, np.ndarray]]]:
+        """From free string state `state` (`free_states`) of a rule (`final`: bool per
+        state, accepting and neither reading nor calling): the packed words of the tokens
+        read by bytes, and of those that reach a crossing state after a byte and die by
+        bytes later, less those that reach a final state first (a string value's `",`):
+        they escape there and only there, returned as rows (token ids, offsets) as
+        `frame_walk`'s escapes. One walk of the tails trie, level by level."""
         trie = self.tails
         stays = self.inside.copy()
         candidates = np.zeros(len(stays), dtype="<u4")
         if not trie.depth:
-            return stays, candidates
+            return stays, candidates, []
         offsets = trie.offsets
-        states = np.zeros(trie.num_nodes, dtype=np.int64)  # 0: dead, or died crossed
+        states = np.zeros(trie.num_nodes, dtype=np.int64)  # 0: dead, died crossed, escaped
         crossed = np.zeros(trie.num_nodes, dtype=bool)  # a crossing state met
-        roots = offsets[1]
-        states[:roots] = flat.take((state << 8) | trie.byte[:roots])
-        crossed[:roots] = crossing.take(states[:roots])
+        ended = np.zeros(trie.num_nodes, dtype=bool)  # at a final state, nothing crossed
         spans: list[np.ndarray] = []
-        for level in range(1, trie.depth):
+        escapes: list[tuple[np.ndarray, int]] = []
+        for level in range(trie.depth):
             lo, hi = offsets[level], offsets[level + 1]
-            parents = trie.parent[lo:hi]
-            before = states.take(parents)
-            here = flat.take((before << 8) | trie.byte[lo:hi])
-            met = crossed.take(parents)
-            died = np.flatnonzero(met & (here == 0) & (before != 0))
-            if len(died):  # the whole subtree dies by bytes after crossing
-                spans.append(died + lo)
+            if level:
+                parents = trie.parent[lo:hi]
+                before = states.take(parents)
+                here = flat.take((before << 8) | trie.byte[lo:hi])
+                met = crossed.take(parents)
+                died = np.flatnonzero(met & (here == 0) & (before != 0))
+                if len(died):  # the whole subtree dies by bytes after crossing
+                    spans.append(died + lo)
+            else:
+                here = flat.take((state << 8) | trie.byte[lo:hi])
+                met = np.zeros(hi - lo, dtype=bool)
+            done = np.flatnonzero(final.take(here) & ~met)
+            if len(done):  # a final state first: the subtree escapes there
+                done += lo
+                ended[done] = True
+                escapes.append((done, level + 1))
+                here[done - lo] = 0
             states[lo:hi] = here
             crossed[lo:hi] = met | crossing.take(here)
             if not here.any():
                 break
         ids = trie.token_ids
-        _set(stays, ids[states.take(trie.token_node) != 0])
+        ends = trie.token_node
+        _set(stays, ids[(states.take(ends) != 0) | ended.take(ends)])
         if spans:  # disjoint subtrees: the sorted tokens in first..last of each
-            nodes = np.concatenate(spans)
-            size = len(ids) + 1
-            cover = np.bincount(self._first.take(nodes), minlength=size)
-            cover -= np.bincount(self._last.take(nodes), minlength=size)
-            _set(candidates, ids[np.cumsum(cover[:-1]) > 0])
-        return stays, candidates
+            _set(candidates, ids[self._under(np.concatenate(spans))])
+        rows = []
+        at_end = ended.take(ends)  # a token that ends at the final state stays
+        for nodes, depth in escapes:
+            under = np.flatnonzero(self._under(nodes) & ~at_end)
+            rows.append((ids[under].astype(np.int64), self._close[under] + depth))
+        return stays, candidates, rows
+
+    def _under(self, nodes: np.ndarray) -> np.ndarray:
+        """Bool per sorted tail: under one of `nodes` (disjoint subtrees)."""
+        size = len(self.tails.token_ids) + 1
+        cover = np.bincount(self._first.take(nodes), minlength=size)
+        cover -= np.bincount(self._last.take(nodes), minlength=size)
+        return np.cumsum(cover[:-1]) > 0
 
 
 def _fate(data: bytes) -> int:

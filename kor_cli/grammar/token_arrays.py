@@ -95,8 +95,11 @@ class SortedTokens:
         string's body; of those that start with a quote, less it, and of those that start
         with a UTF-8 continuation byte, less it (made once per tokenizer)."""
         if self._free is None:
-            body, quoted, continued = body_tables(self._info)
-            self._free = FreeTokens(body), FreeTokens(quoted), FreeTokens(continued)
+            tables = body_tables(self._info)
+            lengths = np.zeros(len(tables[0].counts), dtype=np.int64)  # by token id
+            lengths[self.ids] = self.matrix()[0]
+            body, quoted, continued = (FreeTokens(table, lengths) for table in tables)
+            self._free = body, quoted, continued
         return self._free
 
     def body_lead(self) -> np.ndarray:
