@@ -65,8 +65,8 @@ def substitute(
         out: Node
         if isinstance(n, Call):
             out = leaf(n)
-        elif isinstance(n, (Seq, Alt)):
-            items = [visit(x) for x in n.items]
+        elif isinstance(n, (Seq, Alt)):  # byte leaves (most items) kept without a visit
+            items = [x if type(x) is Bytes else visit(x) for x in n.items]
             same = all(a is b for a, b in zip(items, n.items, strict=True))
             out = n if same else seq(*items) if isinstance(n, Seq) else alt(*items)
         elif isinstance(n, Repeat):
