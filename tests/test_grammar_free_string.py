@@ -49,8 +49,9 @@ def test_string_automaton_reads_canonical_escapes() -> None:
 
 @pytest.mark.parametrize("name", TOKENIZER_NAMES)
 def test_free_split_equals_the_two_index_lookups(name: str, tokenizer_info_factory) -> None:
-    # from a free string's body, and from a quote or UTF-8 continuation bytes one byte
-    # before it (the tokens that start with them): exactly the masks of
+    # from a free string's body, and from a state one byte before it (a quote, UTF-8
+    # continuation bytes, an escape's last byte; the tokens that start with those bytes):
+    # exactly the masks of
     # the rule's two token indexes (tokens living by bytes, and those dying by bytes
     # after reaching a crossing state: candidates, or escapes where a final state came
     # first), with the tokenizer's tables
@@ -60,11 +61,7 @@ def test_free_split_equals_the_two_index_lookups(name: str, tokenizer_info_facto
     sorted_ = sorted_tokens(info)
     body = sorted_.free_strings()[0]
     starts = sorted_.starts()
-    prefixed = np.zeros(len(body.inside) * 32, dtype=bool)  # a quote or a continuation first
-    for lo, hi in ((34, 35), (0x80, 0xC0)):
-        prefixed[sorted_.ids[starts[lo] : starts[hi]]] = True
-    first = np.packbits(prefixed, bitorder="little").view("<u4")
-    free = bounded = opened = continued = 0
+    free = bounded = opened = continued = escaped_ = 0
     for rule_id in grammar.rules.reachable_rules():
         table = frames.stacks.table(rule_id)
         walker = RuleWalker(frames.stacks, rule_id, table)
@@ -83,13 +80,20 @@ def test_free_split_equals_the_two_index_lookups(name: str, tokenizer_info_facto
             elif len(walker.reads[state]) >= 90:  # a bounded string's body
                 bounded += 1
             found = _free_prefix(sorted_, walker, table, state, frames.words)
-            if found is not None:
+            if found is not None:  # on the tokens that start with a byte into the body
+                prefixed = np.zeros(len(stays) * 32, dtype=bool)
+                for byte in range(256):
+                    into = table.flat[state << 8 | byte]
+                    if into and walker.reads[into] and len(walker.reads[into]) >= 90:
+                        prefixed[sorted_.ids[starts[byte] : starts[byte + 1]]] = True
+                first = np.packbits(prefixed, bitorder="little").view("<u4")
                 escaped = _words(found[2], len(stays)) & first
                 assert np.array_equal(found[0] & first, stays & first)
                 assert np.array_equal((found[1] & first) | escaped, crossing & first)
                 opened += table.byte_set(state) >> 34 & 1
                 continued += table.byte_set(state) >> 0x80 & 1
-    assert free >= 2 and bounded >= 2 and opened >= 2 and continued >= 2
+                escaped_ += table.byte_set(state) >> ord("\\") & 1
+    assert free >= 2 and bounded >= 2 and opened >= 2 and continued >= 2 and escaped_ >= 2
 
 
 def _words(rows: list[tuple[np.ndarray, np.ndarray]], words: int) -> np.ndarray:

@@ -154,6 +154,10 @@ _BODY_ASCII = frozenset(b for b in range(0x20, 0x80) if b not in b'"\\')
 _LEADS = range(0xC2, 0xF5)  # a UTF-8 character's lead byte
 _QUOTE = ord('"')
 _CONTINUATIONS = range(0x80, 0xC0)
+# a byte into a free string's body → `SortedTokens.free_strings`' table of the tokens that
+# start with it (less it); 0 (an ASCII body character): the body's, of every token
+_PREFIXES = {_QUOTE: 1, **dict.fromkeys(_CONTINUATIONS, 2), ord("\\"): 3}
+_WHOLE = (256, 1, len(_CONTINUATIONS), 1)  # bytes a table's tokens start with
 _CONTINUED_MIN = 256  # tekken: 344 tokens start with one, 1-15 bytes (Qwen: 180)
 
 
@@ -221,14 +225,14 @@ def split_beside(
             return None
         return sorted_.free_strings()[0].split(*walker.arrays(), at, walker.finals())
     base = at << 8
-    prefixed = _free_prefix(sorted_, walker, table, at, words)
-    if prefixed is not None:
-        return prefixed
     if len(reads[at]) == 1:  # a literal's byte (most states of a key): the usual walk
         if len(reads[flat[base | reads[at][0]]]) < _BODY_READS:
             return None
     elif not any(len(reads[to]) >= _BODY_READS for to in {flat[base | b] for b in reads[at]}):
         return None
+    prefixed = _free_prefix(sorted_, walker, table, at, words)
+    if prefixed is not None:
+        return prefixed
     found = indexes()
     chains = found.by_bytes._chains
     chain, ahead = 0, None
@@ -281,39 +285,53 @@ def _free_prefix(
     sorted_: SortedTokens, walker: RuleWalker, table: RuleTable, at: int, words: int
 ) -> tuple[np.ndarray, np.ndarray, Rows] | None:
     """`split_beside` of a state one byte before a free string's body (`free_string`): a
-    quote that opens it, or UTF-8 continuation bytes that all end a character in it,
-    whose other bytes lead into no string body (a value's start: digits, `[`, `{`...): the
-    tokens that start with those bytes by the tokenizer's tables of the tokens less their
-    first byte, the others by a pruned walk. None where it is not such a state."""
+    quote that opens it, UTF-8 continuation bytes that end a character in it, an escape's
+    last byte, ASCII body characters, all into one body state: the tokens that start with
+    those bytes by the tokenizer's tables (of every token for a body character, which the
+    body reads back to itself; else of the tokens that start with such a byte, less it),
+    the others, which lead into no string body (a value's digits, `[`, `{`, `\\u`'s `u`...),
+    by a pruned walk. None where it is not such a state."""
     reads, flat = walker.reads, table.flat
-    quoted, continued = sorted_.free_strings()[1:]
-    if _QUOTE in reads[at]:
-        covered, tables = [_QUOTE], quoted
-    else:
-        covered, tables = [byte for byte in reads[at] if byte in _CONTINUATIONS], continued
-        if not covered:
+    into = 0
+    covered: list[int] = []
+    others: list[int] = []
+    for byte in reads[at]:
+        to = flat[at << 8 | byte]
+        if len(reads[to]) < _BODY_READS:
+            others.append(byte)
+        elif into and to != into:
             return None
-    into = flat[at << 8 | covered[0]]
-    if len(reads[into]) < _BODY_READS:  # a key's quote, say
-        return None
-    if any(flat[at << 8 | byte] != into for byte in covered):
-        return None
-    others = [byte for byte in reads[at] if byte not in covered]
-    if any(len(reads[flat[at << 8 | byte]]) >= _BODY_READS for byte in others):
-        return None
+        else:
+            into = to
+            covered.append(byte)
     arrays = walker.arrays()
-    if arrays[1][into] or not _free(walker, into):
+    if not covered or arrays[1][into] or not _free(walker, into):
         return None
-    stays, crossing, rows = tables.split(*arrays, into, walker.finals())
+    groups: dict[int, list[int]] = {}  # which table (`free_strings`) → its bytes here
+    for byte in covered:
+        kind = _PREFIXES.get(byte, 0 if byte in _BODY_ASCII else -1)
+        if kind < 0:
+            return None
+        groups.setdefault(kind, []).append(byte)
+    tables = sorted_.free_strings()
     starts, ids, lengths = sorted_.starts(), sorted_.ids, sorted_.matrix()[0]
-    if tables is continued and len(covered) < len(_CONTINUATIONS):  # those bytes only
-        keep = np.zeros(len(stays) * 32, dtype=bool)
-        for lo, hi in _runs(covered):
-            keep[ids[starts[lo] : starts[hi]]] = True
-        kept = np.packbits(keep, bitorder="little").view("<u4")
-        stays &= kept
-        crossing &= kept
-        rows = [(tokens[keep[tokens]], where[keep[tokens]]) for tokens, where in rows]
+    parts = []
+    for kind, chosen in groups.items():
+        stays, crossing, rows = tables[kind].split(*arrays, into, walker.finals())
+        if len(chosen) < _WHOLE[kind]:  # those bytes' tokens only
+            keep = np.zeros(len(stays) * 32, dtype=bool)
+            for lo, hi in _runs(chosen):
+                keep[ids[starts[lo] : starts[hi]]] = True
+            kept = np.packbits(keep, bitorder="little").view("<u4")
+            stays &= kept
+            crossing &= kept
+            rows = [(tokens[keep[tokens]], where[keep[tokens]]) for tokens, where in rows]
+        parts.append((stays, crossing, rows))
+    stays, crossing, rows = parts[0]
+    for more in parts[1:]:
+        stays |= more[0]
+        crossing |= more[1]
+        rows = rows + more[2]
     for lo, hi in _runs(covered):  # the byte alone: into the body by bytes
         lo, hi = starts[lo], starts[hi]
         alone = ids[lo:hi][lengths[lo:hi] == 1]

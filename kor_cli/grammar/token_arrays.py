@@ -18,11 +18,13 @@ import numpy as np
 
 from kor_cli.grammar.free_string import FreeTokens, free_states
 from kor_cli.grammar.index import body_tables, token_trie
+from kor_cli.grammar.string_body import BodyTokens
 from kor_cli.grammar.vocab import TokenizerInfo
 
 CANDIDATE_LIMIT = 20_000  # tokens walked at once for a dense state's candidates
 WIDTH = 16  # bytes per token in the padded matrix (longer tokens finish in Python)
 _ONE = [bytes((b,)) for b in range(256)]
+_BACKSLASH = ord("\\")
 _PROBE = ord("a")  # a body character: a free string's body reads it back to itself
 _PLAIN = np.zeros(256, dtype=bool)  # printable ASCII but `"` and `\`: a string's plain bytes
 _PLAIN[0x20:0x7F] = True
@@ -40,7 +42,7 @@ class SortedTokens:
     def __init__(self, info: TokenizerInfo) -> None:
         trie = token_trie(info)
         self._info = info
-        self._free: tuple[FreeTokens, FreeTokens, FreeTokens] | None = None
+        self._free: tuple[FreeTokens, FreeTokens, FreeTokens, FreeTokens] | None = None
         self._lead: np.ndarray | None = None
         self._source: Sequence[bytes] = trie.tokens
         self._tokens: list[bytes] | None = self._source if isinstance(self._source, list) else None
@@ -90,16 +92,18 @@ class SortedTokens:
             self._plain = odd.max(axis=1).astype(np.int64)
         return self._plain
 
-    def free_strings(self) -> tuple[FreeTokens, FreeTokens, FreeTokens]:
+    def free_strings(self) -> tuple[FreeTokens, FreeTokens, FreeTokens, FreeTokens]:
         """The tokenizer's free-string tables (`free_string`): of the tokens from a
-        string's body; of those that start with a quote, less it, and of those that start
-        with a UTF-8 continuation byte, less it (made once per tokenizer)."""
+        string's body; of those that start with a quote, a UTF-8 continuation byte, a
+        backslash, less it (made once per tokenizer)."""
         if self._free is None:
-            tables = body_tables(self._info)
+            info = self._info
+            slashed = [t[1:] if t and t[0] == _BACKSLASH else None for t in info.token_bytes]
+            tables = (*body_tables(info), BodyTokens(slashed, exclude=info.stop_ids))
             lengths = np.zeros(len(tables[0].counts), dtype=np.int64)  # by token id
             lengths[self.ids] = self.matrix()[0]
-            body, quoted, continued = (FreeTokens(table, lengths) for table in tables)
-            self._free = body, quoted, continued
+            body, quoted, continued, slashed_ = (FreeTokens(t, lengths) for t in tables)
+            self._free = body, quoted, continued, slashed_
         return self._free
 
     def body_lead(self) -> np.ndarray:
