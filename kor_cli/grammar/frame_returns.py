@@ -13,7 +13,7 @@ rest of the token when that rest is itself a token, else reading it by the calle
 from __future__ import annotations
 
 from bisect import bisect_left
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -183,6 +183,7 @@ class CallReader:
         self._known = frames.spelled
         self._readers: dict[int, CallReader] = {} if readers is None else readers
         self._ends: bool | None = None  # the start frame can end before a byte (`ends`)
+        self._starts: dict[int, Any] = {}  # the callees' start frames (`_callee_frame`)
 
     def read(self, state: int, data: bytes) -> tuple[bool, int] | None:
         """How `data` reads from `state` (calls there count; a pop before the first byte
@@ -285,14 +286,21 @@ class CallReader:
         return found
 
     def _callee_frame(self, callee: int) -> FrameMask | None:
-        """The start frame of `callee` (built here unless it is being built)."""
-        frames = self._frames
-        start = frames.stacks.table(callee).start
-        if (frames.same_rule(callee), start) in frames.building:
-            return None
-        return frames.get(callee, start)
+        """The start frame of `callee` (built here unless it is being built; looked up
+        once per reader: a frame being built is one of the frames whose build runs this
+        reader, so it stays unfinished while the reader lives)."""
+        found = self._starts.get(callee, _MISSING)
+        if found is _MISSING:
+            frames = self._frames
+            start = frames.stacks.table(callee).start
+            found = None
+            if (frames.same_rule(callee), start) not in frames.building:
+                found = frames.get(callee, start)
+            self._starts[callee] = found
+        return found
 
 
 _NONE = np.zeros(0, dtype=np.int64)
+_MISSING: Any = object()
 PYTHON_ROWS = 64  # `byte_offsets` walks up to this many tokens in Python
 _DEPTH = 16  # nested ways (empty callees, escapes read on) followed before giving up
