@@ -215,15 +215,16 @@ class TokenIndex:
 
     def fill_row(self, state: int, bitmask: np.ndarray, row: int) -> None:
         """Write the mask of `state` into row `row` of an int32 [B, W] bitmask (words past
-        the mask zero): a matcher's per-step fill, one dict read and one copy when warm."""
+        the mask zero)."""
+        write_row(bitmask, row, self.row(state))
+
+    def row(self, state: int) -> np.ndarray:
+        """The packed mask of `state` as int32 words (a bitmask row's type; cached and
+        shared: do not modify)."""
         words = self._rows.get(state)
         if words is None:
-            words = self.packed(state).view(np.int32)
-            self._rows[state] = words
-        if bitmask.shape[1] == self._words:  # the usual width: one assignment, no call
-            bitmask[row] = words
-        else:
-            write_row(bitmask, row, words)
+            words = self._rows[state] = self.packed(state).view(np.int32)
+        return words
 
     def tensor(self, state: int, device: Any = "cpu") -> Any:
         """The mask of `state` as a torch bool tensor on `device` (cached per device)."""

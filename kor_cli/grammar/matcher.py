@@ -125,6 +125,13 @@ class GrammarMatcher(HistoryMatcher[int]):
         """Write the allowed tokens of now into row `row` of an int32 [B, W] numpy bitmask."""
         self.index.fill_row(0 if self._finished else self._history[-1], bitmask, row)
 
+    def row_words(self) -> np.ndarray:
+        """The allowed tokens of now as one bitmask row's int32 words (cached and shared: do
+        not modify). The surface's per-step fill."""
+        state = 0 if self._finished else self._history[-1]
+        found = self.index._rows.get(state)  # the index's `row` inlined: one dict read
+        return self.index.row(state) if found is None else found
+
     def _mask_state(self) -> int:
         return 0 if self._finished else self.state  # the dead state allows nothing
 

@@ -244,9 +244,12 @@ class PushdownMatcher(HistoryMatcher[Config]):
         """The allowed tokens' packed words (cached and shared: do not modify)."""
         return self.grammar.words(frozenset() if self._finished else self.config)
 
-    def _row_words(self) -> np.ndarray:
-        """`_words` as int32 (a bitmask row's type), unfinished."""
-        return self.grammar.rows(self._history[-1])
+    def row_words(self) -> np.ndarray:
+        """`_words` as int32 (a bitmask row's type; cached and shared: do not modify): the
+        surface's per-step fill, one dict read when warm (the grammar's `rows` inlined)."""
+        config = frozenset() if self._finished else self._history[-1]
+        found = self.grammar._rows.get(config)
+        return self.grammar.rows(config) if found is None else found
 
     def packed_mask(self) -> np.ndarray:
         """The allowed tokens as packed uint32 words (token i: bit i % 32 of word i // 32)."""
@@ -268,7 +271,7 @@ class PushdownMatcher(HistoryMatcher[Config]):
         array = bitmask if isinstance(bitmask, np.ndarray) else bitmask.numpy()
         if array.ndim == 1:
             array, row = array[None], 0
-        write_row(array, row, None if self._finished else self._row_words())
+        write_row(array, row, self.row_words())
 
     def forced_bytes(self, limit: int = FORCED_LIMIT) -> bytes:
         """The longest byte string that is the only way forward (b"" at a branch/accept)."""

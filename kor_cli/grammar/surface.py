@@ -64,6 +64,7 @@ from kor_cli.grammar.bitmask import (
     bitmask_words,
     pack_bool_mask,
     unpack_row,
+    write_row,
 )
 from kor_cli.grammar.compile import (
     Grammar,
@@ -100,8 +101,9 @@ __all__ = [
 
 
 class EngineMatcher(Protocol):
-    """What an engine's per-request matcher implements (see the module docstring);
-    `fill_next_token_bitmask` receives the int32 numpy view of the caller's bitmask."""
+    """What an engine's per-request matcher implements (see the module docstring); in
+    place of a fill, `row_words()`: the mask of now as one bitmask row's int32 words, all
+    `CompiledGrammar.words` of them (cached and shared: the surface copies it)."""
 
     @property
     def steps(self) -> int: ...
@@ -109,7 +111,7 @@ class EngineMatcher(Protocol):
     def is_accepting(self) -> bool: ...
     def accept_token(self, token_id: int) -> bool: ...
     def accept_bytes(self, data: bytes) -> bool: ...
-    def fill_next_token_bitmask(self, bitmask: np.ndarray, row: int = 0) -> None: ...
+    def row_words(self) -> np.ndarray: ...
     def state_key(self) -> Hashable: ...
     def is_terminated(self) -> bool: ...
     def rollback(self, n_tokens: int = 1) -> None: ...
@@ -117,6 +119,7 @@ class EngineMatcher(Protocol):
     def forced_bytes(self, limit: int = FORCED_LIMIT) -> bytes: ...
 
 
+_INT32 = np.dtype(np.int32)  # native int32's descriptor (numpy keeps one per builtin type)
 _LENGTHS: dict[str, np.ndarray] = {}
 
 
@@ -288,12 +291,13 @@ def cached_grammar(
 class GrammarMatcher:
     """One request's position in a compiled grammar (the contract: module docstring)."""
 
-    __slots__ = ("_engine", "_scratch", "compiled")
+    __slots__ = ("_engine", "_row", "_width", "compiled")
 
     def __init__(self, compiled: CompiledGrammar) -> None:
         self.compiled = compiled
         self._engine = compiled.new_matcher()
-        self._scratch: np.ndarray | None = None
+        self._row = self._engine.row_words  # bound once: a step's fill calls it
+        self._width = compiled.words  # int32 words per bitmask row
 
     def accept_token(self, token_id: int) -> bool:
         return self._engine.accept_token(token_id)
@@ -302,7 +306,11 @@ class GrammarMatcher:
         return self._engine.accept_bytes(data)
 
     def fill_next_token_bitmask(self, bitmask: Any, row: int = 0) -> None:
-        self._engine.fill_next_token_bitmask(as_numpy_bitmask(bitmask), row)
+        words = self._row()
+        if bitmask.dtype is _INT32 and bitmask.ndim == 2 and bitmask.shape[1] == self._width:
+            bitmask[row] = words  # the usual case: int32 numpy [B, W], one assignment
+        else:
+            write_row(as_numpy_bitmask(bitmask), row, words)
 
     def state_key(self) -> Hashable:
         return self._engine.state_key()
@@ -328,11 +336,8 @@ class GrammarMatcher:
         return self._engine.forced_bytes(limit)
 
     def _words(self) -> np.ndarray:
-        """This matcher's current mask as one packed row (a scratch buffer, reused)."""
-        if self._scratch is None:
-            self._scratch = np.zeros((1, self.compiled.words), dtype=np.int32)
-        self._engine.fill_next_token_bitmask(self._scratch, 0)
-        return self._scratch[0]
+        """This matcher's current mask as one packed int32 row (shared: not to modify)."""
+        return self._row()
 
     def allowed_mask(self) -> np.ndarray:
         """Bool [vocab_size]: the tokens allowed next (a fresh array)."""

@@ -201,7 +201,7 @@ class UniqueMatcher(PushdownMatcher):
             return self.grammar.words(frozenset())
         return self.masks.words(self._history[-1])
 
-    def _row_words(self) -> np.ndarray:
+    def row_words(self) -> np.ndarray:
         return self._words().view(np.int32)
 
     def forced_bytes(self, limit: int = FORCED_LIMIT) -> bytes:
