@@ -22,6 +22,7 @@ or objects stay eager: small schemas keep one rule and the very DFA they had.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from kor_cli.errors import GrammarError
@@ -46,6 +47,7 @@ _COUNTS = ("minLength", "maxLength", "minItems", "maxItems", "minProperties", "m
 _ONE = ("additionalProperties", "not", "if", "propertyNames", "unevaluatedItems",
         "unevaluatedProperties")  # fmt: skip
 _LISTS = ("allOf", "anyOf", "oneOf")
+_FOLLOWED = frozenset({"then", "else", "additionalItems"})  # annotations read as subschemas
 
 
 class DeferPolicy:
@@ -85,24 +87,28 @@ class DeferPolicy:
             return True, 0
         if not isinstance(schema, dict):
             return False, 0
-        found = self._seen.get(id(schema))
+        seen, key = self._seen, id(schema)
+        found = seen.get(key)
         if found is not None:
             return found
-        self._seen[id(schema)] = (True, 0)  # a cycle adds no keyword of its own
+        seen[key] = (True, 0)  # a cycle adds no keyword of its own
         self._keep.append(schema)
         try:
             children = self._children(schema)
         except GrammarError:
             children = None
-        safe, size = children is not None, 1
-        for child in children or ():
+        if children is None:
+            found = seen[key] = (False, 1)
+            return found
+        size = 1
+        for child in children:
             child_safe, child_size = self._scan(child)
-            safe &= child_safe
-            size = min(size + child_size, DEFER_SIZE)
-            if not safe:
-                break
-        self._seen[id(schema)] = (safe, size)
-        return safe, size
+            size += child_size
+            if not child_safe:
+                found = seen[key] = (False, min(size, DEFER_SIZE))
+                return found
+        found = seen[key] = (True, min(size, DEFER_SIZE))
+        return found
 
     def _near(self, schema: Any, seen: set[int]) -> int:
         """The size of `schema`'s subtree (as `_scan`'s, capped) without the schemas in
@@ -121,61 +127,79 @@ class DeferPolicy:
         """The subschemas the compiler reads from `schema` (`$ref` targets included), or
         None if one of its keywords could be refused."""
         out: list[Any] = []
-        keys = self.resolver.draft_for(schema).applied(schema)
-        for key in keys:
-            value = schema[key]
-            if key in ("then", "else"):
-                out.append(value)
-            elif key in ANNOTATIONS:
-                if key == "additionalItems":
-                    out.append(value)
-            elif not self._keyword(schema, key, value, out):
+        for key in self.resolver.draft_for(schema).applied(schema):
+            check = _CHECKS.get(key)
+            if check is not None:  # a keyword that may be refused: is this use safe?
+                if not check(self, schema, key, schema[key], out):
+                    return None
+            elif key in _FOLLOWED:
+                out.append(schema[key])
+            elif key not in ANNOTATIONS:  # contains, multipleOf, $dynamicRef, ...
                 return None
         return out
 
-    def _keyword(self, schema: dict[str, Any], key: str, value: Any, out: list[Any]) -> bool:
-        """Whether keyword `key` cannot be refused; its subschemas go to `out`."""
-        if key == "type":
-            names = [value] if isinstance(value, str) else value
-            return isinstance(names, list) and all(n in _TYPES for n in names)
-        if key == "enum":
-            return isinstance(value, list) and len(value) <= current().max_enum
-        if key == "const" or key == "required" and _strings(value):
-            return True
-        if key in _NUMBERS:
-            return _number(value) or isinstance(value, bool) and key.startswith("exclusive")
-        if key in _COUNTS:
-            return _number(value) and value >= 0 and value == int(value)
-        if key == "uniqueItems":
-            return value is False
-        if key == "pattern":
-            return isinstance(value, str) and self._parses(value, _STRICT)
-        if key == "format":
-            return isinstance(value, str) and (value not in ASSERTED_FORMATS or value in FORMATS)
-        if key == "properties":
-            out += value.values() if isinstance(value, dict) else ()
-            return isinstance(value, dict) and len(value) <= current().max_properties
-        if key == "patternProperties":
-            ok = isinstance(value, dict) and len(value) <= MAX_PATTERNS
-            ok = ok and all(self._parses(p, _STRICT) and self._parses(p, _LOOSE) for p in value)
-            out += value.values() if ok else ()
-            return ok
-        if key in ("items", "prefixItems"):
-            if key == "items" and isinstance(value, list) and "prefixItems" in schema:
-                return False
-            out += value if isinstance(value, list) else [value]
-            return True
-        if key in _ONE:
-            out.append(value)
-            return True
-        if key in _LISTS:
-            out += value if isinstance(value, list) else ()
-            return isinstance(value, list) and bool(value)
-        if key == "$ref":
-            return isinstance(value, str) and self._ref(schema, value, out)
-        if key in ("dependentRequired", "dependentSchemas", "dependencies"):
-            return self._dependent(key, value, out)
-        return False  # contains, multipleOf, $dynamicRef, ...: keep the value eager
+    def _type(self, schema: dict[str, Any], key: str, value: Any, out: list[Any]) -> bool:
+        if isinstance(value, str):
+            return value in _TYPES
+        return isinstance(value, list) and all(isinstance(n, str) and n in _TYPES for n in value)
+
+    def _enum(self, schema: dict[str, Any], key: str, value: Any, out: list[Any]) -> bool:
+        return isinstance(value, list) and len(value) <= current().max_enum
+
+    def _const(self, schema: dict[str, Any], key: str, value: Any, out: list[Any]) -> bool:
+        return True
+
+    def _required(self, schema: dict[str, Any], key: str, value: Any, out: list[Any]) -> bool:
+        return _strings(value)
+
+    def _bound(self, schema: dict[str, Any], key: str, value: Any, out: list[Any]) -> bool:
+        return _number(value) or isinstance(value, bool) and key.startswith("exclusive")
+
+    def _count(self, schema: dict[str, Any], key: str, value: Any, out: list[Any]) -> bool:
+        return _number(value) and value >= 0 and value == int(value)
+
+    def _unique(self, schema: dict[str, Any], key: str, value: Any, out: list[Any]) -> bool:
+        return value is False
+
+    def _pattern(self, schema: dict[str, Any], key: str, value: Any, out: list[Any]) -> bool:
+        return isinstance(value, str) and self._parses(value, _STRICT)
+
+    def _format(self, schema: dict[str, Any], key: str, value: Any, out: list[Any]) -> bool:
+        return isinstance(value, str) and (value not in ASSERTED_FORMATS or value in FORMATS)
+
+    def _properties(self, schema: dict[str, Any], key: str, value: Any, out: list[Any]) -> bool:
+        if not isinstance(value, dict):
+            return False
+        out += value.values()
+        return len(value) <= current().max_properties
+
+    def _patterns(self, schema: dict[str, Any], key: str, value: Any, out: list[Any]) -> bool:
+        ok = isinstance(value, dict) and len(value) <= MAX_PATTERNS
+        ok = ok and all(self._parses(p, _STRICT) and self._parses(p, _LOOSE) for p in value)
+        out += value.values() if ok else ()
+        return ok
+
+    def _items(self, schema: dict[str, Any], key: str, value: Any, out: list[Any]) -> bool:
+        if key == "items" and isinstance(value, list) and "prefixItems" in schema:
+            return False
+        out += value if isinstance(value, list) else [value]
+        return True
+
+    def _one(self, schema: dict[str, Any], key: str, value: Any, out: list[Any]) -> bool:
+        out.append(value)
+        return True
+
+    def _list(self, schema: dict[str, Any], key: str, value: Any, out: list[Any]) -> bool:
+        if not isinstance(value, list):
+            return False
+        out += value
+        return bool(value)
+
+    def _reference(self, schema: dict[str, Any], key: str, value: Any, out: list[Any]) -> bool:
+        return isinstance(value, str) and self._ref(schema, value, out)
+
+    def _dependents(self, schema: dict[str, Any], key: str, value: Any, out: list[Any]) -> bool:
+        return self._dependent(key, value, out)
 
     def _ref(self, holder: dict[str, Any], ref: str, out: list[Any]) -> bool:
         pointer = self.resolver.pointer(holder)
@@ -214,6 +238,31 @@ class DeferPolicy:
         if isinstance(found, GrammarError):
             raise found
         return found
+
+
+_Check = Callable[[DeferPolicy, dict[str, Any], str, Any, list[Any]], bool]
+_CHECKS: dict[str, _Check] = {
+    "type": DeferPolicy._type,
+    "enum": DeferPolicy._enum,
+    "const": DeferPolicy._const,
+    "required": DeferPolicy._required,
+    **dict.fromkeys(_NUMBERS, DeferPolicy._bound),
+    **dict.fromkeys(_COUNTS, DeferPolicy._count),
+    "uniqueItems": DeferPolicy._unique,
+    "pattern": DeferPolicy._pattern,
+    "format": DeferPolicy._format,
+    "properties": DeferPolicy._properties,
+    "patternProperties": DeferPolicy._patterns,
+    "items": DeferPolicy._items,
+    "prefixItems": DeferPolicy._items,
+    **dict.fromkeys(_ONE, DeferPolicy._one),
+    **dict.fromkeys(_LISTS, DeferPolicy._list),
+    "$ref": DeferPolicy._reference,
+    **dict.fromkeys(
+        ("dependentRequired", "dependentSchemas", "dependencies"), DeferPolicy._dependents
+    ),
+}  # keyword -> whether its use cannot be refused (its subschemas go to `out`); others
+# keep the value eager, but for annotations (`_FOLLOWED` ones' subschemas are read)
 
 
 def _number(value: Any) -> bool:

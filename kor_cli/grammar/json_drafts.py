@@ -102,7 +102,8 @@ class Draft:
         """The keys of `schema` that take effect (in document order)."""
         if self.old and "$ref" in schema:
             return ["$ref"]
-        return [k for k in schema if self.known(k)]
+        draft04 = self.name == "draft-04"
+        return [k for k in schema if k in KNOWN or k == "id" and draft04]
 
     def subschemas(self, schema: dict[str, Any], pointer: str) -> list[tuple[Any, str]]:
         """The direct subschemas of `schema` (every position this draft reads as a schema,
