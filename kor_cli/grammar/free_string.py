@@ -32,6 +32,7 @@ from kor_cli.grammar.trie import TokenTrie, token_ranges
 _QUOTE = ord('"')
 _INSIDE, _DEAD = -1, -2  # a token's fate from the body state, else its closing offset
 _MANY = 512  # more token ids are set in words by a bincount
+_WIDE = 8  # a node with more children reads their next states as one array
 
 
 def _automaton() -> list[list[int]]:
@@ -122,6 +123,8 @@ class FreeTokens:
         ids = self.tails.token_ids
         keys = np.fromiter(map(len, self.tails.tokens), np.int64, count=len(ids))
         self._close = lengths[ids] - keys  # sorted tail → its closing quote's offset
+        self._kids = self.tails.child_start.tolist()  # node → its children's first node
+        self._bytes = self.tails.byte.tolist()
 
     def split(
         self, flat: np.ndarray, crossing: np.ndarray, state: int, final: np.ndarray
@@ -131,51 +134,56 @@ class FreeTokens:
         read by bytes, and of those that reach a crossing state after a byte and die by
         bytes later, less those that reach a final state first (a string value's `",`):
         they escape there and only there, returned as rows (token ids, offsets) as
-        `frame_walk`'s escapes. One walk of the tails trie, level by level."""
+        `frame_walk`'s escapes. One walk of the tails trie, depth first over its live nodes
+        (a node with many children reads them as one array)."""
         trie = self.tails
         stays = self.inside.copy()
         candidates = np.zeros(len(stays), dtype="<u4")
         if not trie.depth:
             return stays, candidates, []
-        offsets = trie.offsets
-        states = np.zeros(trie.num_nodes, dtype=np.int64)  # 0: dead, died crossed, escaped
-        crossed = np.zeros(trie.num_nodes, dtype=bool)  # a crossing state met
-        ended = np.zeros(trie.num_nodes, dtype=bool)  # at a final state, nothing crossed
-        spans: list[np.ndarray] = []
-        escapes: list[tuple[np.ndarray, int]] = []
-        for level in range(trie.depth):
-            lo, hi = offsets[level], offsets[level + 1]
-            if level:
-                parents = trie.parent[lo:hi]
-                before = states.take(parents)
-                here = flat.take((before << 8) | trie.byte[lo:hi])
-                met = crossed.take(parents)
-                died = np.flatnonzero(met & (here == 0) & (before != 0))
-                if len(died):  # the whole subtree dies by bytes after crossing
-                    spans.append(died + lo)
+        kids, byte, bytes_ = self._kids, self._bytes, trie.byte
+        kept: list[int] = []  # nodes alive, or at a final state first (escaped)
+        died: list[int] = []  # nodes whose subtree dies by bytes after a crossing state
+        escaped: dict[int, list[int]] = {}  # depth → nodes at a final state first
+        todo = [(0, trie.offsets[1], state, False, 1)]  # children lo..hi of a live node
+        while todo:
+            lo, hi, before, met, depth = todo.pop()
+            if hi - lo > _WIDE:  # many children: their next states by one array take
+                heres = flat.take((before << 8) | bytes_[lo:hi])
+                live = np.flatnonzero(heres)
+                if met and len(live) < hi - lo:
+                    died.extend((np.flatnonzero(heres == 0) + lo).tolist())
+                pairs = zip((live + lo).tolist(), heres[live].tolist(), strict=True)
             else:
-                here = flat.take((state << 8) | trie.byte[lo:hi])
-                met = np.zeros(hi - lo, dtype=bool)
-            done = np.flatnonzero(final.take(here) & ~met)
-            if len(done):  # a final state first: the subtree escapes there
-                done += lo
-                ended[done] = True
-                escapes.append((done, level + 1))
-                here[done - lo] = 0
-            states[lo:hi] = here
-            crossed[lo:hi] = met | crossing.take(here)
-            if not here.any():
-                break
+                pairs = ((node, int(flat[before << 8 | byte[node]])) for node in range(lo, hi))
+            for node, here in pairs:
+                if not here:
+                    if met:
+                        died.append(node)
+                    continue
+                kept.append(node)
+                if not met and final[here]:  # a final state first: its subtree escapes
+                    escaped.setdefault(depth, []).append(node)
+                    continue
+                if kids[node] < kids[node + 1]:
+                    crossed = met or bool(crossing[here])
+                    todo.append((kids[node], kids[node + 1], here, crossed, depth + 1))
         ids = trie.token_ids
         ends = trie.token_node
-        _set(stays, ids[(states.take(ends) != 0) | ended.take(ends)])
-        if spans:  # disjoint subtrees: the sorted tokens in first..last of each
-            _set(candidates, ids[self._under(np.concatenate(spans))])
+        alive = np.zeros(trie.num_nodes + 1, dtype=bool)
+        alive[kept] = True
+        _set(stays, ids[alive.take(ends)])
+        if died:  # disjoint subtrees: the sorted tokens in first..last of each
+            _set(candidates, ids[self._under(np.asarray(died, dtype=np.int64))])
         rows = []
-        at_end = ended.take(ends)  # a token that ends at the final state stays
-        for nodes, depth in escapes:
-            under = np.flatnonzero(self._under(nodes) & ~at_end)
-            rows.append((ids[under].astype(np.int64), self._close[under] + depth))
+        if escaped:
+            at_end = np.zeros(trie.num_nodes + 1, dtype=bool)  # a token ending there stays
+            at_end[[node for nodes in escaped.values() for node in nodes]] = True
+            at_end = at_end.take(ends)
+            for depth in sorted(escaped):
+                nodes = np.asarray(escaped[depth], dtype=np.int64)
+                under = np.flatnonzero(self._under(nodes) & ~at_end)
+                rows.append((ids[under].astype(np.int64), self._close[under] + depth))
         return stays, candidates, rows
 
     def _under(self, nodes: np.ndarray) -> np.ndarray:
