@@ -136,6 +136,12 @@ class Draft:
         return out
 
 
+def has_subschemas(schema: dict[str, Any]) -> bool:
+    """Whether `schema` has a key under which some draft reads subschemas (a cheap test
+    before `Draft.subschemas`)."""
+    return not _SUBSCHEMA_KEYS.isdisjoint(schema)
+
+
 def _is_schema(value: Any) -> bool:
     return isinstance(value, (dict, bool))
 

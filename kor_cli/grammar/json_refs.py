@@ -13,7 +13,7 @@ from typing import Any
 from urllib.parse import unquote, urldefrag, urljoin
 
 from kor_cli.errors import GrammarError
-from kor_cli.grammar.json_drafts import Draft, detect, escape_pointer
+from kor_cli.grammar.json_drafts import Draft, detect, escape_pointer, has_subschemas
 
 __all__ = ["Resolver", "escape_pointer"]
 
@@ -45,8 +45,9 @@ class Resolver:
     def _index(self, schema: Any, base: str, pointer: str, draft: Draft) -> None:
         if not isinstance(schema, dict):
             return
+        key = id(schema)
         if draft is not self.draft:
-            self.draft_of[id(schema)] = draft
+            self.draft_of[key] = draft
         ident = schema.get(draft.id_keyword)
         if isinstance(ident, str):
             uri, fragment = urldefrag(urljoin(base, ident))
@@ -55,13 +56,15 @@ class Resolver:
                 self.documents.setdefault(base, (schema, pointer))
             if fragment and draft.old:  # `$id: "#name"` is an anchor before 2019-09
                 self.anchors[f"{base}#{fragment}"] = (schema, pointer)
-        for key in ("$anchor", "$dynamicAnchor"):
-            if isinstance(schema.get(key), str):
-                self.anchors[f"{base}#{schema[key]}"] = (schema, pointer)
-        self.base_of[id(schema)] = base
-        self.pointer_of[id(schema)] = pointer
-        for sub, sub_pointer in draft.subschemas(schema, pointer):
-            self._index(sub, base, sub_pointer, draft)
+        if "$anchor" in schema or "$dynamicAnchor" in schema:
+            for name in ("$anchor", "$dynamicAnchor"):
+                if isinstance(schema.get(name), str):
+                    self.anchors[f"{base}#{schema[name]}"] = (schema, pointer)
+        self.base_of[key] = base
+        self.pointer_of[key] = pointer
+        if has_subschemas(schema):  # most schema objects are leaves
+            for sub, sub_pointer in draft.subschemas(schema, pointer):
+                self._index(sub, base, sub_pointer, draft)
 
     def pointer(self, schema: Any, default: str = "") -> str:
         """The JSON pointer of an indexed schema object."""
