@@ -84,19 +84,20 @@ def free_states(flat: np.ndarray, crossing: np.ndarray, state: int) -> bool:
     bytes are an image of `STRING`'s, none crossing, and its quote is the exit."""
     image = [-1] * _SIZE
     image[0] = state
+    rows = flat.reshape(-1, 256)
     for at in range(_SIZE):  # STRING's states are numbered in the order its edges reach them
         source = image[at]
         if source <= 0:
             return False
+        row = rows[source]
         for to, byte in _FIRST[at]:
             if to >= 0 and image[to] < 0:
-                image[to] = int(flat[source << 8 | byte])
-    states = np.asarray(image, dtype=np.int64)
-    if crossing[states].any() or not states.all():
+                image[to] = int(row[byte])
+    if crossing.take(image).any():
         return False
-    expect = np.append(states, 0)[_STRING]  # -1 (dead) → 0
-    expect[0, _QUOTE] = flat[state << 8 | _QUOTE]
-    return bool((flat[(states << 8)[:, None] + np.arange(256)] == expect).all())
+    expect = np.asarray([*image, 0], dtype=rows.dtype).take(_STRING)  # -1 (dead) → 0
+    expect[0, _QUOTE] = rows[state, _QUOTE]
+    return bool((rows.take(image, axis=0) == expect).all())
 
 
 class FreeTokens:
