@@ -64,6 +64,11 @@ def write_row(bitmask: np.ndarray, row: int, words: np.ndarray | None) -> None:
     out[n:] = 0
 
 
+def set_bits(words: np.ndarray, ids: np.ndarray) -> None:
+    """Set the bits of token `ids` (int64; repeats allowed) in packed uint32 `words`."""
+    np.bitwise_or.at(words, ids >> 5, np.left_shift(1, ids & 31).astype("<u4"))
+
+
 def unpack_row(words: np.ndarray, vocab_size: int) -> np.ndarray:
     """Bool [vocab_size] from one row of packed words."""
     raw = np.ascontiguousarray(words).view(np.uint8)

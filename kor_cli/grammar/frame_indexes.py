@@ -18,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
+from kor_cli.grammar.bitmask import set_bits
 from kor_cli.grammar.frame_walk import Rows, RuleWalker, escape_rows, split_words, walk_state
 from kor_cli.grammar.free_string import free_states
 from kor_cli.grammar.index import TokenIndex
@@ -271,11 +272,7 @@ def split_beside(
                 keep[ids[starts[byte] : starts[byte + 1]]] = True
         split = split_body(tables, ahead, found.crossing_states, found.crossing_flat(), keep)
         if split is not None:  # the byte alone: into the body by bytes
-            lengths = sorted_.matrix()[0]
-            for lo, hi in _runs(covered):
-                lo, hi = starts[lo], starts[hi]
-                alone = ids[lo:hi][lengths[lo:hi] == 1]
-                np.bitwise_or.at(split[0], alone >> 5, (1 << (alone & 31)).astype("<u4"))
+            _set_alone(sorted_, covered, split[0])
     if split is None:
         return None
     return _with_others(sorted_, walker, table, at, words, *split, others)
@@ -314,7 +311,7 @@ def _free_prefix(
             return None
         groups.setdefault(kind, []).append(byte)
     tables = sorted_.free_strings()
-    starts, ids, lengths = sorted_.starts(), sorted_.ids, sorted_.matrix()[0]
+    starts, ids = sorted_.starts(), sorted_.ids
     parts = []
     for kind, chosen in groups.items():
         stays, crossing, rows = tables[kind].split(*arrays, into, walker.finals())
@@ -332,11 +329,17 @@ def _free_prefix(
         stays |= more[0]
         crossing |= more[1]
         rows = rows + more[2]
-    for lo, hi in _runs(covered):  # the byte alone: into the body by bytes
-        lo, hi = starts[lo], starts[hi]
-        alone = ids[lo:hi][lengths[lo:hi] == 1]
-        np.bitwise_or.at(stays, alone >> 5, (1 << (alone & 31)).astype("<u4"))
+    _set_alone(sorted_, covered, stays)  # the byte alone: into the body by bytes
     return _with_others(sorted_, walker, table, at, words, stays, crossing, others, rows)
+
+
+def _set_alone(sorted_: SortedTokens, covered: list[int], stays: np.ndarray) -> None:
+    """Set in `stays` the one-byte tokens of the `covered` bytes (sorted, each read into a
+    string body by bytes)."""
+    starts, ids, lengths = sorted_.starts(), sorted_.ids, sorted_.matrix()[0]
+    for lo, hi in _runs(covered):
+        lo, hi = starts[lo], starts[hi]
+        set_bits(stays, ids[lo:hi][lengths[lo:hi] == 1])
 
 
 def _free(walker: RuleWalker, state: int) -> bool:

@@ -55,6 +55,7 @@ from pathlib import Path
 
 import numpy as np
 
+from kor_cli.grammar.bitmask import set_bits
 from kor_cli.grammar.frame_cache import frames_path, read_frames, write_frames
 from kor_cli.grammar.frame_escapes import FrameMask, frame_mask, stored_rows
 from kor_cli.grammar.frame_indexes import RuleIndexCache, RuleIndexes, split_beside
@@ -207,7 +208,7 @@ class FrameMasks:
         if extra:
             called = np.zeros(self.words, dtype="<u4")
             for tokens in extra:
-                _set(called, tokens)
+                set_bits(called, tokens)
             candidates = called.copy() if candidates is None else candidates | called
         if candidates is not None:
             candidates &= ~stays
@@ -252,7 +253,7 @@ class FrameMasks:
         base = self.stacks.push(CONTEXT, rule_id, state)
         found = self.stacks.classify(base, [token_bytes[t] or b"" for t in ids])
         staying = [t for t, (kind, _) in zip(ids, found, strict=True) if kind == STAYS]
-        _set(stays, np.asarray(staying, dtype=np.int64))
+        set_bits(stays, np.asarray(staying, dtype=np.int64))
         escaping: list[int] = []
         offsets: list[int] = []
         for token, (kind, where) in zip(ids, found, strict=True):
@@ -410,13 +411,8 @@ _OFFSETS = np.arange(1, WIDTH, dtype=np.int64)
 def _words(ids: np.ndarray, words: int) -> np.ndarray:
     """Packed words with the bits of token `ids` set."""
     out = np.zeros(words, dtype="<u4")
-    _set(out, ids)
+    set_bits(out, ids)
     return out
-
-
-def _set(words: np.ndarray, ids: np.ndarray) -> None:
-    """Set the bits of token `ids` in packed words."""
-    np.bitwise_or.at(words, ids >> 5, (1 << (ids & 31)).astype("<u4"))
 
 
 _NO_IDS = np.zeros(0, dtype=np.int64)

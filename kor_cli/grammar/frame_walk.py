@@ -39,6 +39,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from kor_cli.grammar.bitmask import set_bits
 from kor_cli.grammar.stacks import CONTEXT, REACHES_CONTEXT, RuleTable, Stacks
 from kor_cli.grammar.token_arrays import SortedTokens, walk_positions
 
@@ -463,6 +464,5 @@ def _words(ids: np.ndarray, words: int) -> np.ndarray:
         bits[ids] = True
         return np.packbits(bits, bitorder="little").view("<u4")
     out = np.zeros(words, dtype="<u4")
-    if len(ids):
-        np.bitwise_or.at(out, ids >> 5, np.left_shift(1, ids & 31).astype("<u4"))
+    set_bits(out, ids)
     return out

@@ -26,6 +26,7 @@ import json
 
 import numpy as np
 
+from kor_cli.grammar.bitmask import set_bits
 from kor_cli.grammar.string_body import _NOT_BODY, BodyTokens
 from kor_cli.grammar.trie import TokenTrie, token_ranges
 
@@ -215,5 +216,5 @@ def _set(words: np.ndarray, ids: np.ndarray) -> None:
     if len(ids) > _MANY:
         bits = np.left_shift(1, ids & 31).astype(np.float64)
         words |= np.bincount(ids >> 5, bits, len(words)).astype("<u4")
-    elif len(ids):
-        np.bitwise_or.at(words, ids >> 5, np.left_shift(1, ids & 31).astype("<u4"))
+    else:
+        set_bits(words, ids)

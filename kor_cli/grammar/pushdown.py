@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from kor_cli.grammar.bitmask import write_row
+from kor_cli.grammar.bitmask import set_bits, write_row
 from kor_cli.grammar.frame_masks import FrameMasks
 from kor_cli.grammar.matcher import HistoryMatcher
 from kor_cli.grammar.rules import RuleSet
@@ -130,7 +130,7 @@ class PushdownGrammar:
                 ids = np.asarray(read, dtype=np.int64)
                 if words is frame.stays:
                     words = words.copy()  # never into a frame's own array
-                np.bitwise_or.at(words, ids >> 5, np.left_shift(1, ids & 31).astype("<u4"))
+                set_bits(words, ids)
             if not frame.ends:
                 break
             at = below
