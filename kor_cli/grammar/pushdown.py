@@ -119,13 +119,18 @@ class PushdownGrammar:
             while follow:  # the escapes whose first byte after the frame the caller reads
                 byte = follow.bit_length() - 1
                 follow ^= 1 << byte
+                alone, longer = frame.reads_at(byte)
+                read += alone
+                if not longer:
+                    continue
                 # the bytes the caller reads after that one: most suffixes fail at their
                 # second byte (`,\n` where a value must follow), told without a walk
                 then = stacks.next_bytes(stacks.step(below, byte))
-                for escape in frame.escapes_at(byte):
-                    suffix = escape.suffix
-                    if len(suffix) == 1 or (then >> suffix[1] & 1 and self._reads(below, suffix)):
-                        read += escape.tokens
+                for second, suffixes in longer.items():
+                    if then >> second & 1:
+                        for suffix, tokens in suffixes.items():
+                            if self._reads(below, suffix):
+                                read += tokens
             if read:
                 ids = np.asarray(read, dtype=np.int64)
                 if words is frame.stays:
