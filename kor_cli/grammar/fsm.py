@@ -204,10 +204,21 @@ def compile_ast(node: Node, max_states: int = DEFAULT_MAX_STATES) -> ByteDFA:
         return node.dfa
     found = cached(node, max_states)
     if found is None:
-        small = _unfolded(node, _AS_IS) < _AS_IS  # nothing to lower
-        lowered = node if small else _lower(node, max_states)
+        lowered = node if _as_is(node) else _lower(node, max_states)
         found = remember(node, max_states, _build(lowered, max_states))
     return found
+
+
+def _as_is(node: Node) -> bool:
+    """Whether `_lower` would give `node` back unchanged, told without its census: a small
+    tree without `Product`s, or a large root (not a product, not compiled before: the
+    caller looked) whose children are each small and `Product`-free (`_lower` rebuilds
+    such a root from its children, each left as it is)."""
+    if _unfolded(node, _AS_IS) < _AS_IS:
+        return True
+    if isinstance(node, (Product, Automaton)):
+        return False
+    return all(type(c) is Bytes or _unfolded(c, _AS_IS) < _AS_IS for c in children(node))
 
 
 def _unfolded(node: Node, limit: int) -> int:
