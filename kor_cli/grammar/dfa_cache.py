@@ -7,13 +7,14 @@ small integer that is equal for structurally equal trees (leaf masks, shapes, bo
 embedded automata by their fingerprint), so `fsm` compiles each distinct tree once.
 
 Ids come from a counter and are never reused: forgetting the intern table (when it grows
-past its bound) only costs cache misses, never a wrong hit.
+past its bound) only costs cache misses, never a wrong hit. A node keeps its id in its own
+`__dict__` (nodes are immutable; a weak table's reads and writes cost far more); AST nodes
+are never pickled, so an id never reaches another process's counter.
 """
 
 from __future__ import annotations
 
 import itertools
-import weakref
 from collections import OrderedDict
 from typing import TYPE_CHECKING, Any
 
@@ -25,7 +26,7 @@ if TYPE_CHECKING:
 _MAX_INTERNED = 2_000_000  # structural keys remembered (then forgotten all at once)
 _MAX_CACHED_STATES = 400_000  # DFA states kept by the cache (about 1 KiB each)
 
-_ids: weakref.WeakKeyDictionary[Node, int] = weakref.WeakKeyDictionary()
+_ID = "_structure"  # the attribute (in its __dict__) that holds a node's id
 _interned: dict[tuple[Any, ...], int] = {}
 _counter = itertools.count(1)
 _dfas: OrderedDict[tuple[int, int], ByteDFA] = OrderedDict()
@@ -54,10 +55,10 @@ def _key(node: Node, known: dict[int, int]) -> tuple[Any, ...]:
 
 def structure(root: Node) -> int:
     """An id equal for structurally equal trees (iterative: trees nest deeply). Nodes met
-    in this call are numbered by `id` (the root keeps them alive), so the weak table is
-    read once per node not numbered before and written once per new node; byte leaves
-    (most nodes) are interned by their mask, never weakly tabled."""
-    found = _ids.get(root)
+    in this call are numbered by `id` (the root keeps them alive); a node numbered before
+    holds its id (`_ID`); byte leaves (most nodes) are interned by their mask, never
+    marked."""
+    found = root.__dict__.get(_ID)
     if found is not None:
         return found
     if len(_interned) > _MAX_INTERNED:
@@ -73,14 +74,14 @@ def structure(root: Node) -> int:
         for child in children(node):
             if id(child) in known:
                 continue
-            if type(child) is Bytes:  # most nodes: interned by mask, not weakly tabled
+            if type(child) is Bytes:  # most nodes: interned by mask, not marked
                 key = ("B", child.mask)
                 number = _interned.get(key)
                 if number is None:
                     number = _interned[key] = next(_counter)
                 known[id(child)] = number
             else:
-                number = _ids.get(child)
+                number = child.__dict__.get(_ID)
                 if number is None:
                     stack.append(child)
                     pending = True
@@ -93,7 +94,7 @@ def structure(root: Node) -> int:
         number = _interned.get(key)
         if number is None:
             number = _interned[key] = next(_counter)
-        known[id(node)] = _ids[node] = number
+        known[id(node)] = node.__dict__[_ID] = number
     return known[id(root)]
 
 
