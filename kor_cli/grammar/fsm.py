@@ -210,12 +210,10 @@ def compile_ast(node: Node, max_states: int = DEFAULT_MAX_STATES) -> ByteDFA:
 
 
 def _as_is(node: Node) -> bool:
-    """Whether `_lower` would give `node` back unchanged, told without its census: a small
-    tree without `Product`s, or a large root (not a product, not compiled before: the
-    caller looked) whose children are each small and `Product`-free (`_lower` rebuilds
-    such a root from its children, each left as it is)."""
-    if _unfolded(node, _AS_IS) < _AS_IS:
-        return True
+    """Whether `_lower` would give `node` back unchanged, told without its census: when
+    `node` is not a product (nor compiled before: the caller looked) and its children are
+    each small and `Product`-free (`_unfolded`), `_lower` rebuilds it from its children,
+    each left as it is (a small tree is such a node too)."""
     if isinstance(node, (Product, Automaton)):
         return False
     return all(type(c) is Bytes or _unfolded(c, _AS_IS) < _AS_IS for c in children(node))
