@@ -127,6 +127,16 @@ class FreeTokens:
         self._close = lengths[ids] - keys  # sorted tail → its closing quote's offset
         self._kids = self.tails.child_start.tolist()  # node → its children's first node
         self._bytes = self.tails.byte.tolist()
+        # the split where the closing quote leads to a final state (a string value that
+        # ends its rule): the same in every rule, made once here (a body state whose
+        # quote leads to a final state, in a table of three states)
+        flat = np.zeros(3 << 8, dtype=np.int64)
+        flat[1 << 8 | _QUOTE] = 2
+        self._closed = self._split(flat, np.zeros(3, dtype=bool), 1, np.arange(3) == 2)
+        for words in self._closed[:2]:
+            words.flags.writeable = False
+        for tokens, offsets in self._closed[2]:
+            tokens.flags.writeable = offsets.flags.writeable = False
 
     def split(
         self, flat: np.ndarray, crossing: np.ndarray, state: int, final: np.ndarray
@@ -137,7 +147,17 @@ class FreeTokens:
         bytes later, less those that reach a final state first (a string value's `",`):
         they escape there and only there, returned as rows (token ids, offsets) as
         `frame_walk`'s escapes. One walk of the tails trie, depth first over its live nodes
-        (a node with many children reads them as one array)."""
+        (a node with many children reads them as one array); where the quote leads to a
+        final state, the split made at first (the same in every rule)."""
+        if final[flat[state << 8 | _QUOTE]]:
+            stays, candidates, rows = self._closed
+            return stays.copy(), candidates.copy(), list(rows)
+        return self._split(flat, crossing, state, final)
+
+    def _split(
+        self, flat: np.ndarray, crossing: np.ndarray, state: int, final: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, list[tuple[np.ndarray, np.ndarray]]]:
+        """`split` by one walk of the tails trie."""
         trie = self.tails
         stays = self.inside.copy()
         candidates = np.zeros(len(stays), dtype="<u4")
