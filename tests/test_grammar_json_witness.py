@@ -54,6 +54,8 @@ def containers(inner: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
     extra = st.sampled_from([None, False, {"type": "string"}])
     return st.one_of(
         st.builds(_object, props, required, extra),
+        st.builds(lambda o, n: {**o, "minProperties": n}, st.builds(_object, props, required,
+                  extra), st.integers(1, 2)),
         st.lists(inner, min_size=2, max_size=2).map(lambda c: {"allOf": c}),
         st.lists(inner, min_size=1, max_size=3).map(lambda c: {"anyOf": c}),
         st.lists(inner, min_size=1, max_size=3).map(lambda c: {"oneOf": c}),
@@ -111,7 +113,20 @@ def test_witness_answers() -> None:
     assert exists([plugins]) and exists([{"type": "object"}, plugins])  # types apart
     assert not exists([{"type": "string"}, plugins])
     assert not exists([{"oneOf": [{"type": "integer"}, {"type": "number"}]}])  # unknown
-    assert not exists([{"oneOf": [{"type": "string"}, {"minimum": 1}]}])  # unknown
+    assert exists([{"oneOf": [{"type": "string"}, {"minimum": 1}]}])  # {} fails the string
+    assert not exists([{"oneOf": [{"type": "string"}, {"minimum": 1}]}, {"type": "string"}])
+    # branches that share the object type: a witness object every other branch refuses
+    kinds = [{"required": ["a"], "properties": {"a": {}, "b": False}}, {"required": ["b"]}]
+    assert exists([{"oneOf": [False, *kinds]}]) and exists([{"oneOf": [{}, *kinds[1:]]}])
+    assert not exists([{"oneOf": [{}, {"properties": {"a": {}}}]}])  # {} satisfies both
+    assert not exists([{"oneOf": [kinds[0], {"required": ["a"]}]}])  # {"a":..} both
+    assert exists([{"oneOf": [kinds[0], {"properties": {"a": False}}]}])
+    assert not exists([{"oneOf": [{"required": ["a"]}, {"required": ["a"]}]}])
+    # minProperties: optional members every schema naming members declares
+    some = {"type": "object", "minProperties": 1, "properties": {"a": False, "b": {}}}
+    assert exists([some]) and not exists([some, {"properties": {"a": {}}}])
+    assert not exists([{**some, "maxProperties": 0}]) and exists([{"minProperties": 1}, {}])
+    assert not exists([{"type": "object", "minProperties": 1, "additionalProperties": False}])
     patterned = {"type": "object", "patternProperties": {"^a": {"type": "integer"}}}
     assert exists([patterned]) and not exists([{**patterned, "required": ["a"], **yes}])
     assert exists([{"type": "integer", "minimum": 1.5, "maximum": 2}, {"minimum": -3}])

@@ -204,14 +204,17 @@ class RuleBook(Productivity):
         array: Callable[[Node], Node],
         view: Callable[[Node], Node],
         name: str,
+        proof: Callable[[], bool] | None = None,
     ) -> Node:
         """A call to a `uniqueItems` array rule, `array(call to the item rule)`, checked at
         run time; the item rule's body is `item` (call-free), or `item()` built when first
-        needed; `view(item body)` (call-free, an under-approximation) stands for the array
-        in the DFA view."""
+        needed (`proof()` True: it surely generates a string, as in `defer`); `view(item
+        body)` (call-free, an under-approximation) stands for the array in the DFA view."""
         item_rule = self._new(name + "/items")
         if callable(item):
             self._pending[item_rule] = item
+            if proof is not None:
+                self._proofs[item_rule] = proof
         else:
             self.bodies[item_rule] = item
         rule = self._new(name)

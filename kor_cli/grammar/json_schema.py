@@ -129,7 +129,7 @@ class SchemaCompiler:
         self.max_recursion_depth = max_recursion_depth
         self.rules = RuleBook(max_states, self._bare_target)
         self.defer = DeferPolicy(self.resolver)
-        self.witness = Witness(self.resolver, self._some_string)
+        self.witness = Witness(self.resolver, self._some_string, max_recursion_depth)
         applied = lambda s: self.resolver.draft_for(s).applied(s)  # noqa: E731
         self.factor = OneOfFactor(applied, self.defer.safe, self._target)
         self.patterns_apart = PatternsApart(self.defer.parsed)  # json_disjoint's proofs

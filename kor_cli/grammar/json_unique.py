@@ -141,7 +141,11 @@ def deferred_unique(
     def view(body: Node) -> Node:  # the DFA view under-approximates: at most one item
         return seq(_OPEN, repeat(body, lo, 1), _CLOSE)
 
-    return c.rules.checked_array(item, array, view, pointer if "#" in pointer else "#" + pointer)
+    def proof() -> bool:  # an item surely exists, its witness within the unrolled depth
+        return c.witness.exists_unrolled([p.schema for p in items])
+
+    name = pointer if "#" in pointer else "#" + pointer
+    return c.rules.checked_array(item, array, view, name, proof)
 
 
 def distinct_array(c: SchemaCompiler, texts: list[bytes], pointer: str) -> Node:

@@ -4,10 +4,12 @@ The pushdown matcher may only be offered calls to rules that generate a string
 (`json_rules.RuleBook.productive`). For a deferred member value (`json_defer`) that used to
 mean building its AST just to learn it is not empty: utcm-monitor's item rule asked it of
 235 deferred `properties` values, each a whole resource object, before the rule's first
-mask. Most such values obviously have a value: an object whose required members (if any)
-obviously have one, an empty array, a string (a `pattern`'s: its small DFA, compiled as
-the compiler compiles it, says), an integer within the bounds, a literal of the enum, an
-`anyOf` branch that has one beside the rest (the compiler's union of cases).
+mask. Most such values obviously have a value: an object whose required members (if any;
+optional declared ones too, up to `minProperties`) obviously have one, an empty array, a
+string (a `pattern`'s: its small DFA, compiled as the compiler compiles it, says), an
+integer within the bounds, a literal of the enum, an `anyOf` branch that has one beside the
+rest (the compiler's union of cases), a `oneOf` branch whose witness object every other
+branch surely refuses (`_exclusive`).
 
 `Witness.exists(schemas)` says True only when it finds such a value from the schemas
 alone, under the compiler's own semantics (closed objects: a required member must be
@@ -38,19 +40,27 @@ _KNOWN = frozenset({
     "type", "enum", "const", "properties", "required", "additionalProperties", "$ref",
     "allOf", "items", "prefixItems", "maxItems", "uniqueItems", "minLength", "maxLength",
     "maxProperties", "pattern", "anyOf", "patternProperties", "minimum", "maximum", "oneOf",
+    "minProperties",
 })  # fmt: skip
 _NAMES = {"number": {"integer", "fraction"}}
 _ALL = frozenset({"null", "boolean", "integer", "fraction", "string", "array", "object"})
+_TYPE_NAMES = frozenset({"null", "boolean", "integer", "number", "string", "array", "object"})
 
 
 class Witness:
     """Decides `exists` for the schemas of one document (see the module docstring)."""
 
     def __init__(
-        self, resolver: Resolver, strings: Callable[[list[str], int, int | None], bool]
+        self,
+        resolver: Resolver,
+        strings: Callable[[list[str], int, int | None], bool],
+        unrolled: int = 3,
     ) -> None:
         self.resolver = resolver
         self.strings = strings  # (patterns, minLength, maxLength): the compiler's strings
+        # under a product a `$ref` is followed at most `unrolled` times (`max_recursion_depth`,
+        # counted from the product): a witness there nests at most `unrolled - 1` levels
+        self._exact_depth = MAX_DEPTH - unrolled + 1 if unrolled >= 1 else None
         self._branches = MAX_BRANCHES  # `anyOf` branches the current proof may still try
 
     def exists(self, schemas: list[Any], depth: int = 0) -> bool:
@@ -62,6 +72,14 @@ class Witness:
             self._branches = MAX_BRANCHES
         return self._cases(found, depth)
 
+    def exists_unrolled(self, schemas: list[Any]) -> bool:
+        """`exists` for a value built as a product's operands are (recursion unrolled: a
+        checked array's item): its witness nests no deeper than the unrolling allows."""
+        if self._exact_depth is None:
+            return False
+        self._branches = MAX_BRANCHES
+        return self.exists(schemas, self._exact_depth)
+
     def _cases(self, found: list[dict[str, Any]], depth: int) -> bool:
         """`found` with its first `anyOf` (or `oneOf` of branches of disjoint types: one
         branch's value fails the others' `type`) resolved by cases: some branch, joined to
@@ -72,10 +90,12 @@ class Witness:
             if key is None:
                 continue
             branches = schema[key]
-            if not isinstance(branches, list) or key == "oneOf" and not _apart(branches):
+            if not isinstance(branches, list):
                 return False
             rest = [*found[:index], {k: v for k, v in schema.items() if k != key}]
             rest += found[index + 1 :]
+            if key == "oneOf" and not _apart(branches):
+                return self._exclusive(rest, branches, depth)
             for branch in branches:
                 self._branches -= 1
                 if self._branches < 0:
@@ -155,34 +175,113 @@ class Witness:
             return _integer_between(found)
         return True  # null, boolean, the empty array
 
+    def _exclusive(self, rest: list[dict[str, Any]], branches: list[Any], depth: int) -> bool:
+        """A `oneOf` whose branches may share a type: some branch, joined to `rest` (no
+        other `anyOf`/`oneOf`/literal left), has a witness object (`_members`) that every
+        other branch surely refuses (`_refuses`). The branches are compiled under a product
+        (recursion unrolled): the witness nests no deeper than the unrolling allows."""
+        if self._exact_depth is None:
+            return False
+        depth = max(depth, self._exact_depth)
+        for index, branch in enumerate(branches):
+            self._branches -= 1
+            if self._branches < 0:
+                return False
+            extra = self._flatten([branch])
+            if extra is None:
+                continue
+            mine = rest + extra
+            if any(k in s for s in mine for k in ("anyOf", "oneOf", "enum", "const")):
+                continue
+            if not all("object" in _types(s["type"]) for s in mine if "type" in s):
+                continue
+            keys = self._members(mine, depth)
+            others = branches[:index] + branches[index + 1 :]
+            if keys is not None and all(self._refuses(b, keys) for b in others):
+                return True
+        return False
+
+    def _refuses(self, branch: Any, keys: frozenset[str]) -> bool:
+        """`branch` surely refuses every object whose member names are exactly `keys`: it
+        is false, or one of its schema objects allows no object, requires another name,
+        forbids one of `keys` or bounds the count of members past them."""
+        if branch is False:
+            return True
+        found = self._flatten([branch])
+        for schema in found or ():
+            kinds = schema.get("type", "object")
+            kinds = [kinds] if isinstance(kinds, str) else kinds
+            known = isinstance(kinds, list) and all(k in _TYPE_NAMES for k in map(str, kinds))
+            if known and "object" not in kinds:
+                return True
+            names, props = schema.get("required", []), schema.get("properties", {})
+            if isinstance(names, list) and any(isinstance(n, str) and n not in keys for n in names):
+                return True
+            if isinstance(props, dict) and any(props.get(n) is False for n in keys):
+                return True
+            low, high = schema.get("minProperties", 0), schema.get("maxProperties", len(keys))
+            if _count(low) and low > len(keys) or _count(high) and high < len(keys):
+                return True
+        return False
+
     def _object(self, found: list[dict[str, Any]], depth: int) -> bool:
-        """The object of the required members only, each with a value of its own."""
+        return self._members(found, depth) is not None
+
+    def _members(self, found: list[dict[str, Any]], depth: int) -> frozenset[str] | None:
+        """The member names of a witness object of `found` (None: unknown): the required
+        members, then (for `minProperties`) optional ones every schema that names members
+        declares, in order, each with a value of its own."""
         required: dict[str, None] = {}
         for schema in found:
             names = schema.get("required", [])
             if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
-                return False
+                return None
             required.update(dict.fromkeys(names))
-        if required and any("patternProperties" in s for s in found):
-            return False  # a required name may match a pattern: not followed here
-        if any(not _count(s.get("maxProperties", len(required))) for s in found):
-            return False
-        if any(s.get("maxProperties", len(required)) < len(required) for s in found):
-            return False
+        if any("patternProperties" in s for s in found):
+            if required or any("minProperties" in s for s in found):
+                return None  # a name may match a pattern: not followed here
         for name in required:
             subs, declared = [], False
             for schema in found:
                 props = schema.get("properties", {})
                 if not isinstance(props, dict):
-                    return False
+                    return None
                 if name in props:
                     subs.append(props[name])
                     declared = True
                 elif "additionalProperties" in schema:
                     subs.append(schema["additionalProperties"])
             if not declared or not self.exists(subs, depth + 1):
-                return False
-        return True
+                return None
+        lows = [s.get("minProperties", 0) for s in found]
+        if not all(map(_count, lows)):
+            return None
+        low = max(lows, default=0)
+        more = low > len(required)  # optional members needed
+        if more and not all(isinstance(s.get("properties", {}), dict) for s in found):
+            return None
+        for name in self._optional(found, required) if more else ():
+            if len(required) >= low:
+                break
+            subs = [s["properties"][name] for s in found if name in s.get("properties", {})]
+            if self.exists(subs, depth + 1):
+                required[name] = None
+        if len(required) < low:
+            return None
+        highs = [s.get("maxProperties", len(required)) for s in found]
+        if not all(map(_count, highs)) or min(highs, default=len(required)) < len(required):
+            return None
+        return frozenset(required)
+
+    @staticmethod
+    def _optional(found: list[dict[str, Any]], required: dict[str, None]) -> list[str]:
+        """Names not in `required` that every schema naming members (properties, required
+        or additionalProperties) declares in its `properties`."""
+        naming = [s for s in found if {"properties", "required", "additionalProperties"} & set(s)]
+        if not naming:
+            return []
+        first = [n for n in naming[0].get("properties", {}) if n not in required]
+        return [n for n in first if all(n in s.get("properties", {}) for s in naming[1:])]
 
 
 def _types(value: Any) -> set[str]:
