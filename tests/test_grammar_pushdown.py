@@ -130,6 +130,30 @@ def test_toy_masks_equal_the_reference(name: str) -> None:
     check_along(rules, TOY, sample_texts(rules, 8))
 
 
+@pytest.mark.parametrize("name", GRAMMARS)
+def test_escape_reads_by_the_top_frame_equal_the_stack_walks(name: str) -> None:
+    """`_reads` and `_then` read by the top frame's table where they can: the same answers
+    as stepping the stacks, on every stack met along sample texts."""
+    rules = rules_of(GRAMMARS[name])
+    grammar = PushdownGrammar(rules, TOY)
+    stacks = grammar.stacks
+    suffixes = [bytes(p) for n in (1, 2, 3) for p in itertools.product(ALPHABET, repeat=n)]
+    met: set[int] = set()
+    for text in sample_texts(rules, 6):
+        config = grammar.start
+        for byte in text:
+            met |= config
+            config = stacks.walk(config, bytes((byte,)))
+    for stack in sorted(met):
+        for data in suffixes:
+            assert grammar._reads(stack, data) == bool(stacks.walk((stack,), data))
+        bits = stacks.next_bytes((stack,))
+        for byte in range(256):
+            if bits >> byte & 1:
+                want = stacks.next_bytes(stacks.step(stack, byte))
+                assert grammar._then(stack, byte) == want, (stack, byte)
+
+
 def test_a_text_of_the_language_is_accepted_token_by_token() -> None:
     rules = rules_of(TREE)
     grammar = PushdownGrammar(rules, TOY)

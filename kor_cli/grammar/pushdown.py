@@ -29,11 +29,12 @@ from kor_cli.grammar.bitmask import set_bits, write_row
 from kor_cli.grammar.frame_masks import FrameMasks
 from kor_cli.grammar.matcher import HistoryMatcher
 from kor_cli.grammar.rules import RuleSet
-from kor_cli.grammar.stacks import EMPTY, Config, Stacks
+from kor_cli.grammar.stacks import CONTEXT, EMPTY, Config, Stacks
 from kor_cli.grammar.vocab import TokenizerInfo
 
 FORCED_LIMIT = 256
 MAX_STACKS = 64  # stacks kept per configuration between tokens (`PushdownGrammar.bounded`)
+_FEW_BITS = 8  # `_stack_mask` sets up to this many escaping tokens' bits one by one
 _MAX_CACHED = 2048  # masks kept per cache (first in, first out): ~40 MB each at 151k tokens
 
 
@@ -125,17 +126,20 @@ class PushdownGrammar:
                     continue
                 # the bytes the caller reads after that one: most suffixes fail at their
                 # second byte (`,\n` where a value must follow), told without a walk
-                then = stacks.next_bytes(stacks.step(below, byte))
+                then = self._then(below, byte)
                 for second, suffixes in longer.items():
                     if then >> second & 1:
                         for suffix, tokens in suffixes.items():
                             if self._reads(below, suffix):
                                 read += tokens
             if read:
-                ids = np.asarray(read, dtype=np.int64)
                 if words is frame.stays:
                     words = words.copy()  # never into a frame's own array
-                set_bits(words, ids)
+                if len(read) > _FEW_BITS:
+                    set_bits(words, np.asarray(read, dtype=np.int64))
+                else:  # a few: no array of ids, no ufunc.at
+                    for token in read:
+                        words[token >> 5] |= 1 << (token & 31)
             if not frame.ends:
                 break
             at = below
@@ -144,8 +148,35 @@ class PushdownGrammar:
         self._stack_masks[stack] = words
         return words
 
+    def _then(self, stack: int, byte: int) -> int:
+        """The bytes that can come after `byte` (which `stack` reads), as a 256-bit int:
+        by the top frame's table alone where neither its state nor the next calls a rule
+        or can end (no stack is stepped), else by the stacks."""
+        if stack > CONTEXT:
+            rule_id, state, _ = self.stacks.frame(stack)
+            table = self.stacks.table(rule_id)
+            if not (table.accepting[state] or state in table.calls):
+                after = table.flat[state << 8 | byte]
+                if after and not (table.accepting[after] or after in table.calls):
+                    return table.byte_set(after)
+        return self.stacks.next_bytes(self.stacks.step(stack, byte))
+
     def _reads(self, stack: int, data: bytes) -> bool:
-        """True when `data` can be read from `stack` (cached)."""
+        """True when `data` can be read from `stack` (cached). Read by the top frame's
+        table alone while the states it passes neither call a rule nor can end (then the
+        frame is the only way on: no stack is stepped)."""
+        if stack > CONTEXT:
+            rule_id, state, _ = self.stacks.frame(stack)
+            table = self.stacks.table(rule_id)
+            flat, accepting, calls = table.flat, table.accepting, table.calls
+            for byte in data:
+                if accepting[state] or state in calls:
+                    break
+                state = flat[state << 8 | byte]
+                if not state:
+                    return False
+            else:
+                return True
         key = (stack, data)
         found = self._suffixes.get(key)
         if found is None:
