@@ -62,6 +62,12 @@ def containers(inner: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
         st.builds(_patterned, props, st.lists(st.sampled_from(NAMES), max_size=1), inner),
         st.builds(lambda c, n: {"type": "array", "items": c, "maxItems": n}, inner,
                   st.integers(0, 2)),
+        st.builds(lambda c, lo, u: {"type": "array", "items": c, "minItems": lo,
+                                    "uniqueItems": u}, inner, st.integers(1, 2), st.booleans()),
+        st.builds(lambda o, d, n: {**o, "dependentRequired": d, "propertyNames": n},
+                  st.builds(_object, props, required, extra),
+                  st.dictionaries(st.sampled_from(NAMES), st.lists(st.sampled_from(NAMES))),
+                  st.sampled_from([True, {"maxLength": 1}, {"pattern": "^a"}])),
     )  # fmt: skip
 
 
@@ -127,6 +133,14 @@ def test_witness_answers() -> None:
     assert exists([some]) and not exists([some, {"properties": {"a": {}}}])
     assert not exists([{**some, "maxProperties": 0}]) and exists([{"minProperties": 1}, {}])
     assert not exists([{"type": "object", "minProperties": 1, "additionalProperties": False}])
+    # minItems, formats, dependencies and propertyNames that the witness can tell apart
+    items = {"type": "array", "items": yes, "minItems": 2}
+    assert exists([items]) and not exists([{**items, "uniqueItems": True}])
+    assert not exists([{**items, "maxItems": 1}]) and not exists([{**items, "items": False}])
+    assert exists([{"type": "string", "format": "date"}, {"format": "not-a-known-format"}])
+    assert not exists([{"type": "string", "format": "date", "pattern": "^x"}])
+    depends = {"dependentRequired": {"a": ["c"]}, "propertyNames": {"maxLength": 0}}
+    assert exists([{"type": "object", **depends}]) and not exists([yes, depends])
     patterned = {"type": "object", "patternProperties": {"^a": {"type": "integer"}}}
     assert exists([patterned]) and not exists([{**patterned, "required": ["a"], **yes}])
     assert exists([{"type": "integer", "minimum": 1.5, "maximum": 2}, {"minimum": -3}])

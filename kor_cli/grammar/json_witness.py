@@ -5,11 +5,11 @@ The pushdown matcher may only be offered calls to rules that generate a string
 mean building its AST just to learn it is not empty: utcm-monitor's item rule asked it of
 235 deferred `properties` values, each a whole resource object, before the rule's first
 mask. Most such values obviously have a value: an object whose required members (if any;
-optional declared ones too, up to `minProperties`) obviously have one, an empty array, a
-string (a `pattern`'s: its small DFA, compiled as the compiler compiles it, says), an
-integer within the bounds, a literal of the enum, an `anyOf` branch that has one beside the
-rest (the compiler's union of cases), a `oneOf` branch whose witness object every other
-branch surely refuses (`_exclusive`).
+optional declared ones too, up to `minProperties`) obviously have one, an empty array (or
+`minItems` copies of an item), a string (a `pattern`'s: its small DFA, compiled as the
+compiler compiles it, says; or one of a format), an integer within the bounds, a literal of
+the enum, an `anyOf` branch that has one beside the rest (the compiler's union of cases), a
+`oneOf` branch whose witness object every other branch surely refuses (`_exclusive`).
 
 `Witness.exists(schemas)` says True only when it finds such a value from the schemas
 alone, under the compiler's own semantics (closed objects: a required member must be
@@ -28,6 +28,7 @@ from typing import Any
 
 from kor_cli.errors import GrammarError
 from kor_cli.grammar.json_canonical import canonical_key, value_type
+from kor_cli.grammar.json_formats import FORMATS
 from kor_cli.grammar.json_keywords import ANNOTATIONS
 from kor_cli.grammar.json_refs import Resolver
 
@@ -40,8 +41,10 @@ _KNOWN = frozenset({
     "type", "enum", "const", "properties", "required", "additionalProperties", "$ref",
     "allOf", "items", "prefixItems", "maxItems", "uniqueItems", "minLength", "maxLength",
     "maxProperties", "pattern", "anyOf", "patternProperties", "minimum", "maximum", "oneOf",
-    "minProperties",
+    "minProperties", "minItems", "format", "propertyNames", "dependencies", "dependentRequired",
+    "dependentSchemas",
 })  # fmt: skip
+_DEPENDENT = ("dependencies", "dependentRequired", "dependentSchemas")
 _NAMES = {"number": {"integer", "fraction"}}
 _ALL = frozenset({"null", "boolean", "integer", "fraction", "string", "array", "object"})
 _TYPE_NAMES = frozenset({"null", "boolean", "integer", "number", "string", "array", "object"})
@@ -168,12 +171,37 @@ class Witness:
             patterns = [s["pattern"] for s in found if "pattern" in s]
             if not all(isinstance(p, str) for p in patterns):
                 return False
+            formats = {s["format"] for s in found if "format" in s}
+            if not all(isinstance(f, str) for f in formats):
+                return False
+            formats &= set(FORMATS)  # any other format is only an annotation
+            if formats:  # a string of one format, nothing else on it
+                return len(formats) == 1 and not (patterns or low or highs)
             return not patterns or self.strings(patterns, low, min(highs, default=None))
         if kind == "object":
             return self._object(found, depth)
+        if kind == "array":
+            return self._array(found, depth)
         if kind in ("integer", "fraction"):
             return _integer_between(found)
-        return True  # null, boolean, the empty array
+        return True  # null, boolean
+
+    def _array(self, found: list[dict[str, Any]], depth: int) -> bool:
+        """The empty array, or (`minItems`) that many copies of one item: not under
+        `prefixItems`, nor past one under `uniqueItems`."""
+        lows = [s.get("minItems", 0) for s in found]
+        if not all(map(_count, lows)):
+            return False
+        low = max(lows, default=0)
+        if low == 0:
+            return True
+        highs = [s["maxItems"] for s in found if "maxItems" in s]
+        if not all(map(_count, highs)) or any(h < low for h in highs):
+            return False
+        if any("prefixItems" in s or low > 1 and s.get("uniqueItems", False) for s in found):
+            return False
+        items = [s["items"] for s in found if "items" in s]
+        return all(isinstance(i, (dict, bool)) for i in items) and self.exists(items, depth + 1)
 
     def _exclusive(self, rest: list[dict[str, Any]], branches: list[Any], depth: int) -> bool:
         """A `oneOf` whose branches may share a type: some branch, joined to `rest` (no
@@ -230,7 +258,8 @@ class Witness:
     def _members(self, found: list[dict[str, Any]], depth: int) -> frozenset[str] | None:
         """The member names of a witness object of `found` (None: unknown): the required
         members, then (for `minProperties`) optional ones every schema that names members
-        declares, in order, each with a value of its own."""
+        declares, in order, each with a value of its own; none a dependency's trigger, none
+        at all under `propertyNames`."""
         required: dict[str, None] = {}
         for schema in found:
             names = schema.get("required", [])
@@ -240,6 +269,14 @@ class Witness:
         if any("patternProperties" in s for s in found):
             if required or any("minProperties" in s for s in found):
                 return None  # a name may match a pattern: not followed here
+        triggers: set[str] = set()  # dependencies hold when none of their names is there
+        for schema in found:
+            for key in _DEPENDENT:
+                if not isinstance(schema.get(key, {}), dict):
+                    return None
+                triggers.update(schema.get(key, {}))
+        if triggers & set(required):
+            return None
         for name in required:
             subs, declared = [], False
             for schema in found:
@@ -263,6 +300,8 @@ class Witness:
         for name in self._optional(found, required) if more else ():
             if len(required) >= low:
                 break
+            if name in triggers:
+                continue
             subs = [s["properties"][name] for s in found if name in s.get("properties", {})]
             if self.exists(subs, depth + 1):
                 required[name] = None
@@ -271,6 +310,8 @@ class Witness:
         highs = [s.get("maxProperties", len(required)) for s in found]
         if not all(map(_count, highs)) or min(highs, default=len(required)) < len(required):
             return None
+        if required and any("propertyNames" in s for s in found):
+            return None  # propertyNames holds for no member; names are not checked here
         return frozenset(required)
 
     @staticmethod
