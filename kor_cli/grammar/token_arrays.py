@@ -128,12 +128,12 @@ class SortedTokens:
         self.body_lead()
 
     def position(self, ids: np.ndarray) -> np.ndarray:
-        """The positions in the sorted list of token `ids` (-1: not walkable)."""
+        """The positions in the sorted list of token `ids` (-1: not walkable). One take:
+        the table ends in a -1 that every id past the walkable ones is clipped to."""
         if self._positions is None:
-            self._positions = np.full(int(self.ids.max(initial=0)) + 1, -1, dtype=np.int64)
+            self._positions = np.full(int(self.ids.max(initial=0)) + 2, -1, dtype=np.int64)
             self._positions[self.ids] = np.arange(len(self.ids))
-        inside = ids < len(self._positions)
-        return np.where(inside, self._positions[np.where(inside, ids, 0)], -1)
+        return self._positions.take(ids, mode="clip")
 
     def holding(self, byte: int) -> np.ndarray:
         """The positions (ascending) of the tokens that hold `byte` before their last
