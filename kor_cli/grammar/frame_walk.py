@@ -96,15 +96,11 @@ class RuleWalker:
     def crossing_table(self) -> np.ndarray:
         """Bool [states, 256]: byte b may be read next at crossing state s (a call state
         not resolved yet: any byte, which only adds candidates)."""
-        if self._crossing is None:
-            rows = np.zeros((len(self.follow), 256), dtype=bool)
-            for state, bits in enumerate(self.follow):
-                if bits == UNKNOWN:
-                    bits = ANY
-                if bits:
-                    raw = np.frombuffer(bits.to_bytes(32, "little"), dtype=np.uint8)
-                    rows[state] = np.unpackbits(raw, bitorder="little").astype(bool)
-            self._crossing = rows
+        if self._crossing is None:  # every state's 32 bytes of bits, unpacked at once
+            known = (ANY if bits == UNKNOWN else bits for bits in self.follow)
+            raw = np.frombuffer(b"".join(bits.to_bytes(32, "little") for bits in known), np.uint8)
+            rows = np.unpackbits(raw.reshape(-1, 32), axis=1, bitorder="little")
+            self._crossing = rows.view(bool)
         return self._crossing
 
     def entries(self, state: int) -> list[int]:
