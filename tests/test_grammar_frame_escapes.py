@@ -6,7 +6,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kor_cli.grammar.frame_escapes import Escape, frame_mask, stored_rows
+from kor_cli.grammar.frame_escapes import Escape, distinct, frame_mask, stored_rows
 from kor_cli.grammar.token_arrays import sorted_tokens
 from kor_cli.grammar.vocab import TokenizerInfo
 
@@ -66,3 +66,11 @@ def test_bytes_at_escape_offsets_read_off_the_matrix_equal_byte_by_byte(
     assert fast.firsts.tolist() == slow.firsts.tolist()
     assert fast.escape_bytes == slow.escape_bytes
     assert fast.escapes() == slow.escapes()
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(0, 1 << 40), max_size=40), st.integers(1, 1 << 40))
+def test_distinct_is_numpys_unique(values: list[int], high: int) -> None:
+    array = np.asarray([v % high for v in values], dtype=np.int64)
+    got, want = distinct(array), np.unique(array)
+    assert got.dtype == want.dtype and got.tolist() == want.tolist()

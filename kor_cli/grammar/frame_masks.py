@@ -57,7 +57,7 @@ import numpy as np
 
 from kor_cli.grammar.bitmask import set_bits
 from kor_cli.grammar.frame_cache import frames_path, read_frames, write_frames
-from kor_cli.grammar.frame_escapes import FrameMask, frame_mask, stored_rows
+from kor_cli.grammar.frame_escapes import FrameMask, distinct, frame_mask, stored_rows
 from kor_cli.grammar.frame_indexes import RuleIndexCache, RuleIndexes, split_beside
 from kor_cli.grammar.frame_returns import byte_offsets, decide_returns, read_calls
 from kor_cli.grammar.frame_walk import Rows, RuleWalker, escape_rows, split_words, walk_state
@@ -380,7 +380,7 @@ def _less(
     tokens = np.concatenate([t for t, _ in walked])
     offsets = np.concatenate([o for _, o in walked])
     if len(walked) > 1:  # walks from several states may find one row twice
-        keys = np.unique(tokens << 16 | offsets)
+        keys = distinct(tokens << 16 | offsets)
         tokens, offsets = keys >> 16, keys & 0xFFFF
     keep = ~_has(stays, tokens)
     if candidates is not None:
