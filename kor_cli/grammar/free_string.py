@@ -31,9 +31,11 @@ from kor_cli.grammar.string_body import _NOT_BODY, BodyTokens
 from kor_cli.grammar.trie import TokenTrie, token_ranges
 
 _QUOTE = ord('"')
+_COLON = ord(":")
 _INSIDE, _DEAD = -1, -2  # a token's fate from the body state, else its closing offset
 _MANY = 512  # more token ids are set in words by a bincount
 _WIDE = 8  # a node with more children reads their next states as one array
+Split = tuple[np.ndarray, np.ndarray, list[tuple[np.ndarray, np.ndarray]]]  # `FreeTokens.split`
 
 
 def _automaton() -> list[list[int]]:
@@ -127,16 +129,26 @@ class FreeTokens:
         self._close = lengths[ids] - keys  # sorted tail → its closing quote's offset
         self._kids = self.tails.child_start.tolist()  # node → its children's first node
         self._bytes = self.tails.byte.tolist()
-        # the split where the closing quote leads to a final state (a string value that
-        # ends its rule): the same in every rule, made once here (a body state whose
-        # quote leads to a final state, in a table of three states)
-        flat = np.zeros(3 << 8, dtype=np.int64)
-        flat[1 << 8 | _QUOTE] = 2
-        self._closed = self._split(flat, np.zeros(3, dtype=bool), 1, np.arange(3) == 2)
-        for words in self._closed[:2]:
-            words.flags.writeable = False
-        for tokens, offsets in self._closed[2]:
-            tokens.flags.writeable = offsets.flags.writeable = False
+        # the splits where the closing quote leads to a final state (a string value that
+        # ends its rule), or to a `:` into a call state that reads no byte (a key whose
+        # value is a call: a map's `additionalProperties`): the same in every rule, made
+        # once here, as the splits of small tables of those shapes
+        self._closed = self._made(b"", ending=True)
+        self._keyed = self._made(b":", ending=False)
+
+    def _made(self, after: bytes, ending: bool) -> Split:
+        """The split from body state 1 of a table where the quote leads along `after` to
+        its last state: final (`ending`), else crossing and reading no byte (read-only)."""
+        size = len(after) + 3
+        flat = np.zeros(size << 8, dtype=np.int64)
+        for at, byte in enumerate(b'"' + after, 1):
+            flat[at << 8 | byte] = at + 1
+        last = np.arange(size) == size - 1
+        none = np.zeros(size, dtype=bool)
+        made = self._split(flat, none if ending else last, 1, last if ending else none)
+        for array in (*made[:2], *(a for row in made[2] for a in row)):
+            array.flags.writeable = False
+        return made
 
     def split(
         self, flat: np.ndarray, crossing: np.ndarray, state: int, final: np.ndarray
@@ -148,11 +160,15 @@ class FreeTokens:
         they escape there and only there, returned as rows (token ids, offsets) as
         `frame_walk`'s escapes. One walk of the tails trie, depth first over its live nodes
         (a node with many children reads them as one array); where the quote leads to a
-        final state, the split made at first (the same in every rule)."""
-        if final[flat[state << 8 | _QUOTE]]:
-            stays, candidates, rows = self._closed
-            return stays.copy(), candidates.copy(), list(rows)
-        return self._split(flat, crossing, state, final)
+        final state or a key's `:` into a call, the split made at first (`_made`)."""
+        quote = int(flat[state << 8 | _QUOTE])
+        if final[quote]:
+            made = self._closed
+        elif _keyed(flat, crossing, final, quote):
+            made = self._keyed
+        else:
+            return self._split(flat, crossing, state, final)
+        return made[0].copy(), made[1].copy(), list(made[2])
 
     def _split(
         self, flat: np.ndarray, crossing: np.ndarray, state: int, final: np.ndarray
@@ -214,6 +230,18 @@ class FreeTokens:
         cover = np.bincount(self._first.take(nodes), minlength=size)
         cover -= np.bincount(self._last.take(nodes), minlength=size)
         return np.cumsum(cover[:-1]) > 0
+
+
+def _keyed(flat: np.ndarray, crossing: np.ndarray, final: np.ndarray, quote: int) -> bool:
+    """True when state `quote` (after a closing quote) reads only `:`, into a crossing
+    state that is not final and reads no byte; neither crosses there (`FreeTokens._keyed`)."""
+    if crossing[quote]:
+        return False
+    row = flat[quote << 8 : (quote + 1) << 8]
+    into = int(row[_COLON])
+    if not into or np.count_nonzero(row) != 1 or final[into] or not crossing[into]:
+        return False
+    return not flat[into << 8 : (into + 1) << 8].any()
 
 
 def _fate(data: bytes) -> int:
