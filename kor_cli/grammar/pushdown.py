@@ -34,7 +34,6 @@ from kor_cli.grammar.vocab import TokenizerInfo
 
 FORCED_LIMIT = 256
 MAX_STACKS = 64  # stacks kept per configuration between tokens (`PushdownGrammar.bounded`)
-_FEW_BITS = 8  # `_stack_mask` sets up to this many escaping tokens' bits one by one
 _MAX_CACHED = 2048  # masks kept per cache (first in, first out): ~40 MB each at 151k tokens
 
 
@@ -135,11 +134,7 @@ class PushdownGrammar:
             if read:
                 if words is frame.stays:
                     words = words.copy()  # never into a frame's own array
-                if len(read) > _FEW_BITS:
-                    set_bits(words, np.asarray(read, dtype=np.int64))
-                else:  # a few: no array of ids, no ufunc.at
-                    for token in read:
-                        words[token >> 5] |= 1 << (token & 31)
+                set_bits(words, np.asarray(read, dtype=np.int64))
             if not frame.ends:
                 break
             at = below
