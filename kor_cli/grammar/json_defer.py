@@ -28,6 +28,7 @@ from typing import Any
 from kor_cli.errors import GrammarError
 from kor_cli.grammar.ast import Node
 from kor_cli.grammar.json_drafts import FORMATS as ASSERTED_FORMATS
+from kor_cli.grammar.json_drafts import KNOWN
 from kor_cli.grammar.json_formats import FORMATS
 from kor_cli.grammar.json_keywords import ANNOTATIONS, Part
 from kor_cli.grammar.json_refs import Resolver
@@ -127,14 +128,14 @@ class DeferPolicy:
         """The subschemas the compiler reads from `schema` (`$ref` targets included), or
         None if one of its keywords could be refused."""
         out: list[Any] = []
-        for key in self.resolver.draft_for(schema).applied(schema):
-            check = _CHECKS.get(key)
-            if check is not None:  # a keyword that may be refused: is this use safe?
-                if not check(self, schema, key, schema[key], out):
-                    return None
-            elif key in _FOLLOWED:
+        old = "$ref" in schema and self.resolver.draft_for(schema).old
+        for key in ("$ref",) if old else schema:  # as `Draft.applied`: its siblings ignored
+            check = _ACTIONS.get(key, _SKIP)
+            if check is _SKIP:
+                continue
+            if check is _FOLLOW:
                 out.append(schema[key])
-            elif key not in ANNOTATIONS:  # contains, multipleOf, $dynamicRef, ...
+            elif check is _REFUSE or not check(self, schema, key, schema[key], out):
                 return None
         return out
 
@@ -263,6 +264,20 @@ _CHECKS: dict[str, _Check] = {
     ),
 }  # keyword -> whether its use cannot be refused (its subschemas go to `out`); others
 # keep the value eager, but for annotations (`_FOLLOWED` ones' subschemas are read)
+_SKIP, _FOLLOW, _REFUSE = (lambda *_: True), (lambda *_: True), (lambda *_: False)
+
+
+def _action(key: str) -> _Check:
+    """What `_children` does with `key`: its check, read its subschema (`_FOLLOW`), skip
+    an annotation, or refuse (contains, multipleOf, $dynamicRef, ...)."""
+    if key in _CHECKS:
+        return _CHECKS[key]
+    return _FOLLOW if key in _FOLLOWED else _SKIP if key in ANNOTATIONS else _REFUSE
+
+
+_ACTIONS = {key: _action(key) for key in KNOWN}  # one lookup per key in `_children`; a
+# key no draft defines (or draft-04's `id`, an annotation) is skipped, as `Draft.applied`
+# leaves it out
 
 
 def _number(value: Any) -> bool:

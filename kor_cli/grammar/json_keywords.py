@@ -14,7 +14,7 @@ are skipped (see `json_drafts`; `ignored_keywords` lists them).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
@@ -198,7 +198,9 @@ class Collector:
                     self.cut_pointers.append(part.pointer)
                     return None
                 facts.refs.append(id(schema))
-            facts.parts.append(replace(part, skip=skip))
+            facts.parts.append(
+                Part(schema, part.pointer, skip, part.ref, part.parent, part.synthetic)
+            )
             self._keywords(facts, part, queue, len(facts.parts) - 1)
         if not (facts.unevaluated_props or facts.unevaluated_items):  # no annotations read
             facts.pending = [p for p in facts.pending if not self._vacuous(p)]
