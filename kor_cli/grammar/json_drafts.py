@@ -18,6 +18,7 @@ Keywords that some supported draft defines are enforced whatever the document's 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
@@ -61,6 +62,17 @@ _SCHEMA_ONE = (
     "unevaluatedItems", "unevaluatedProperties", "contentSchema",
 )  # fmt: skip
 _SUBSCHEMA_KEYS = frozenset((*_SCHEMA_MAPS, *_SCHEMA_LISTS, *_SCHEMA_ONE, "dependencies", "items"))
+_KIND: dict[str, type] = {
+    **dict.fromkeys((*_SCHEMA_MAPS, "dependencies"), dict),
+    **dict.fromkeys(_SCHEMA_LISTS, list),
+    **dict.fromkeys(("items", *_SCHEMA_ONE), object),
+}  # how `Draft.subschemas` reads each key's value
+_RANK = {
+    key: rank
+    for rank, key in enumerate(
+        (*_SCHEMA_MAPS, "dependencies", *_SCHEMA_LISTS, "items", *_SCHEMA_ONE)
+    )
+}  # its output's order
 _NAVIGABLE = frozenset({"$defs", "definitions"})  # kept for pointers beside an old $ref
 _PATTERNS = (
     (re.compile(r"draft-0?3\b"), "draft-03"),
@@ -112,27 +124,24 @@ class Draft:
         present = _SUBSCHEMA_KEYS.intersection(schema)
         if not present:  # most schema objects are leaves
             return out
-        for key in _SCHEMA_MAPS:
-            value = schema.get(key) if key in present else None
-            if isinstance(value, dict):
-                at = f"{pointer}/{key}/"
-                out += [(sub, at + escape_pointer(name)) for name, sub in value.items()]
-        dependencies = schema.get("dependencies") if "dependencies" in present else None
-        if isinstance(dependencies, dict):
-            at = f"{pointer}/dependencies/"
-            out += [(s, at + escape_pointer(n)) for n, s in dependencies.items() if _is_schema(s)]
-        for key in _SCHEMA_LISTS:
-            value = schema.get(key) if key in present else None
-            if isinstance(value, list):
-                out += [(sub, f"{pointer}/{key}/{i}") for i, sub in enumerate(value)]
-        items = schema.get("items")
-        if isinstance(items, list):
-            out += [(sub, f"{pointer}/items/{i}") for i, sub in enumerate(items)]
-            if "additionalItems" in schema:
-                out.append((schema["additionalItems"], pointer + "/additionalItems"))
-        elif "items" in present:
-            out.append((items, pointer + "/items"))
-        out += [(schema[key], f"{pointer}/{key}") for key in _SCHEMA_ONE if key in present]
+        for key in sorted(present, key=_RANK.__getitem__) if len(present) > 1 else present:
+            value, kind = schema[key], _KIND[key]
+            if kind is dict:  # a map of subschemas (dependencies: those not name lists)
+                if isinstance(value, dict):
+                    at = f"{pointer}/{key}/"
+                    pairs: Iterable[tuple[str, Any]] = value.items()
+                    if key == "dependencies":
+                        pairs = [(n, s) for n, s in pairs if _is_schema(s)]
+                    out += [(sub, at + escape_pointer(name)) for name, sub in pairs]
+            elif kind is list:
+                if isinstance(value, list):
+                    out += [(sub, f"{pointer}/{key}/{i}") for i, sub in enumerate(value)]
+            elif key == "items" and isinstance(value, list):
+                out += [(sub, f"{pointer}/items/{i}") for i, sub in enumerate(value)]
+                if "additionalItems" in schema:
+                    out.append((schema["additionalItems"], pointer + "/additionalItems"))
+            else:
+                out.append((value, f"{pointer}/{key}"))
         return out
 
 
