@@ -188,7 +188,7 @@ class FreeTokens:
             lo, hi, before, met, depth = todo.pop()
             if hi - lo > _WIDE:  # many children: their next states by one array take
                 heres = flat.take((before << 8) | bytes_[lo:hi])
-                live = np.flatnonzero(heres)
+                live = (heres != 0).nonzero()[0]  # of bools: numpy 2.3 is slower on ints
                 if met and len(live) < hi - lo:
                     died.extend((np.flatnonzero(heres == 0) + lo).tolist())
                 pairs = zip((live + lo).tolist(), heres[live].tolist(), strict=True)
