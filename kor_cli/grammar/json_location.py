@@ -22,6 +22,7 @@ from kor_cli.grammar.json_refs import Resolver
 
 _APPLICATOR_LISTS = ("allOf", "anyOf", "oneOf")
 _APPLICATOR_ONE = ("not", "if", "then", "else")
+_NAMING = frozenset({"dependentRequired", "dependentSchemas", "dependencies", "enum", "const"})
 
 
 class Location:
@@ -40,6 +41,8 @@ class Location:
             required = node.get("required")
             if isinstance(required, list):
                 names.update(dict.fromkeys(r for r in required if isinstance(r, str)))
+            if _NAMING.isdisjoint(node):  # most nodes: no other names below
+                continue
             for key in ("dependentRequired", "dependentSchemas", "dependencies"):
                 found = node.get(key)
                 for trigger, then in (found if isinstance(found, dict) else {}).items():
