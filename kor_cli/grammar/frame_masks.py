@@ -57,6 +57,7 @@ import numpy as np
 
 from kor_cli.grammar.bitmask import set_bits
 from kor_cli.grammar.frame_cache import frames_path, read_frames, write_frames
+from kor_cli.grammar.frame_chain import literal_frame
 from kor_cli.grammar.frame_escapes import FrameMask, distinct, frame_mask, stored_rows
 from kor_cli.grammar.frame_indexes import RuleIndexCache, RuleIndexes, split_beside
 from kor_cli.grammar.frame_returns import byte_offsets, decide_returns, read_calls
@@ -180,6 +181,10 @@ class FrameMasks:
         token_bytes = self.info.token_bytes
         if not state or table.final[state]:
             return frame_mask(np.zeros(self.words, dtype="<u4"), bool(state), token_bytes)
+        walker = self._walker(rule_id, table)  # a literal's byte: compile's fast path
+        literal = literal_frame(walker, table, state, self.info, self.words)
+        if literal is not None:
+            return literal
         rules = self.stacks.rules
         here = rules.epsilon_states(rule_id, state) if self._calls else [state]
         stays: np.ndarray | None = None
@@ -283,9 +288,7 @@ class FrameMasks:
         or the free-string tables tell apart; words are fresh arrays, stop ids clear. A
         pruned walk of the sorted tokens (`frame_walk`) where the state reads few bytes,
         else the rule's two token indexes."""
-        walker = self._walkers.get(rule_id)
-        if walker is None:
-            walker = self._walkers[rule_id] = RuleWalker(self.stacks, rule_id, table)
+        walker = self._walker(rule_id, table)
         if self._calls:  # next to a string body: its tables (dfamask's hook)
             indexes = partial(self._rule_indexes, rule_id, table)
             beside = split_beside(self._sorted, walker, table, at, indexes, self.words)
@@ -331,6 +334,12 @@ class FrameMasks:
         assert index is not None  # a rule set with calls
         crossing = index.packed(indexes.size + at) & self._keep
         return by_bytes, crossing & ~by_bytes, []
+
+    def _walker(self, rule_id: int, table: RuleTable) -> RuleWalker:
+        walker = self._walkers.get(rule_id)
+        if walker is None:
+            walker = self._walkers[rule_id] = RuleWalker(self.stacks, rule_id, table)
+        return walker
 
     def _rule_indexes(self, rule_id: int, table: RuleTable) -> RuleIndexes:
         return self._indexes.get(rule_id, table)

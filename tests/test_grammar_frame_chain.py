@@ -1,0 +1,77 @@
+"""frame_chain: the fast frame of a literal's byte equals the frame the general split builds."""
+
+from __future__ import annotations
+
+from unittest import mock
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from test_grammar_frame_walk import SCHEMAS, reachable, rules_and_tokens
+
+from kor_cli.grammar import frame_masks
+from kor_cli.grammar.ast import alt, literal, seq
+from kor_cli.grammar.compile import compile_json_schema
+from kor_cli.grammar.frame_chain import literal_frame
+from kor_cli.grammar.frame_masks import FrameMasks
+from kor_cli.grammar.fsm import compile_ast
+from kor_cli.grammar.rules import RuleSet, call
+from kor_cli.grammar.stacks import Stacks
+from kor_cli.grammar.vocab import TokenizerInfo
+from kor_cli.testing import TOKENIZER_NAMES, recursive_schema
+
+
+def literal_frames_equal(rules: RuleSet, info: TokenizerInfo) -> int:
+    """For every reached (rule, state) with a fast frame, assert it equals the general
+    path's; return how many there were."""
+    reached = reachable(rules)
+    fast = FrameMasks(Stacks(rules), info)
+    with mock.patch.object(frame_masks, "literal_frame", return_value=None):
+        general = FrameMasks(Stacks(rules), info)
+        taken = 0
+        for rule_id in reached:
+            table = fast.stacks.table(rule_id)
+            for state in range(1, len(table.table)):
+                if table.final[state]:
+                    continue
+                got = literal_frame(fast._walker(rule_id, table), table, state, info, fast.words)
+                if got is None:
+                    continue
+                taken += 1
+                want = general.get(rule_id, state)
+                assert np.array_equal(got.stays, want.stays), (rule_id, state)
+                assert got.stays.dtype == want.stays.dtype
+                assert got.ends == want.ends and not len(want.tokens), (rule_id, state)
+    return taken
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(rules_and_tokens())
+def test_literal_frames_equal_the_general_split(drawn) -> None:
+    rules, token_bytes = drawn
+    literal_frames_equal(rules, TokenizerInfo(token_bytes))
+
+
+def test_duplicate_tokens_and_chains_past_the_walked_length() -> None:
+    # tokens of equal bytes (both ids stay); a literal longer than a walked chain (64
+    # bytes) with a token past that length, and tokens that go on past the chain's end
+    # (both: the general path); "zz" is a shorter chain with a token running past it
+    text = b"k" * 70
+    tokens = [b"k", b"k" * 8, b"k" * 8, b"k" * 40, b"k" * 66, b"kz", b"z", b"zz", b"zzy", None]
+    body = alt(seq(literal(text), call(1)), literal("zz"))
+    rules = RuleSet(0, lambda k: compile_ast(body if k == 0 else literal("y")))
+    assert literal_frames_equal(rules, TokenizerInfo(tokens, stop_ids=(9,))) > 0
+
+
+SLOW = pytest.mark.slow
+TOKENIZERS = [n if n == "qwen" else pytest.param(n, marks=SLOW) for n in TOKENIZER_NAMES]
+
+
+@pytest.mark.parametrize("name", TOKENIZERS)
+@pytest.mark.parametrize("schema", ["tree", "rpc", *SCHEMAS])
+def test_literal_frames(name: str, schema: str, tokenizer_info_factory) -> None:
+    compiled = compile_json_schema(
+        recursive_schema(schema, closed=True) if schema in ("tree", "rpc") else SCHEMAS[schema]
+    )
+    taken = literal_frames_equal(compiled.rules, tokenizer_info_factory(name))
+    assert taken > (4 if compiled.has_calls else 0)
