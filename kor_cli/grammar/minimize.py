@@ -175,11 +175,8 @@ def _split(
 
 
 def _fill(num_states: int, num_classes: int, triples: list[tuple[int, int, int]]) -> np.ndarray:
-    """The table of (state, class mask, target) triples (a state's masks are disjoint, as
-    a DFA's). Each distinct mask's classes are unpacked once; a small table is then one
-    product (states x masks targets) @ (masks x classes bits), exact since a cell gets at
-    most one target; a larger one repeats each triple's classes (no triples x classes
-    matrix)."""
+    """The table of (state, class mask, target) triples: each triple's classes listed
+    once per distinct mask, then repeated per triple (no triples x classes matrix)."""
     table = np.zeros((num_states, num_classes), dtype=np.int32)
     if not triples:
         return table
@@ -189,16 +186,10 @@ def _fill(num_states: int, num_classes: int, triples: list[tuple[int, int, int]]
     width = (num_classes + 7) // 8
     raw = np.frombuffer(b"".join(m.to_bytes(width, "little") for m in masks), dtype=np.uint8)
     bits = np.unpackbits(raw.reshape(len(masks), width), axis=1, bitorder="little")
-    bits = bits[:, :num_classes]
-    which_list = list(map(where.__getitem__, cells))
-    if num_states * len(masks) <= _DENSE_FILL:
-        weights = np.zeros((num_states, len(masks)))
-        weights[states, which_list] = targets
-        return (weights @ bits).astype(np.int32)
-    mask_of, class_of = np.nonzero(bits)  # by mask, classes ascending
+    mask_of, class_of = np.nonzero(bits[:, :num_classes])  # by mask, classes ascending
     count = np.bincount(mask_of, minlength=len(masks))
     first = np.cumsum(count) - count  # where each mask's classes begin in class_of
-    which = np.array(which_list, dtype=np.int64)
+    which = np.array(list(map(where.__getitem__, cells)), dtype=np.int64)
     repeats = count[which]
     offsets = np.arange(int(repeats.sum())) - np.repeat(np.cumsum(repeats) - repeats, repeats)
     cols = class_of[np.repeat(first[which], repeats) + offsets]
@@ -314,7 +305,6 @@ def minimize(
 _SMALL = 48  # tables this small are minimised in plain Python (numpy calls cost more)
 _SPARSE = 4096  # `minimal_triples` refines tables up to this size on sparse rows
 _LIST_FILL = 512  # and fills minimal tables of fewer cells than this in plain Python
-_DENSE_FILL = 1 << 16  # `_fill` by one matrix product up to this many (state, mask) pairs
 
 
 def _small(
