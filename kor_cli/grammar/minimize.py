@@ -478,8 +478,12 @@ def _canonical(
         found = found[(found >= 0) & (new_id[found + 1] == 0)]
         if not len(found):
             break
-        unique, first = np.unique(found, return_index=True)
-        frontier = unique[np.argsort(first)]
+        by = np.argsort(found, kind="stable")  # first occurrences (np.unique: slower)
+        ordered = found[by]
+        keep = np.empty(len(by), dtype=bool)
+        keep[0] = True
+        np.not_equal(ordered[1:], ordered[:-1], out=keep[1:])
+        frontier = found[np.sort(by[keep])]
         new_id[frontier + 1] = np.arange(count + 1, count + 1 + len(frontier))
         count += len(frontier)
         order.append(frontier)
