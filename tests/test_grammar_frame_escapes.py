@@ -6,7 +6,8 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kor_cli.grammar.frame_escapes import Escape, distinct, frame_mask, stored_rows
+from kor_cli.grammar.distinct import distinct
+from kor_cli.grammar.frame_escapes import Escape, frame_mask, stored_rows
 from kor_cli.grammar.token_arrays import sorted_tokens
 from kor_cli.grammar.vocab import TokenizerInfo
 

@@ -17,6 +17,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from kor_cli.grammar.distinct import distinct
 from kor_cli.grammar.token_arrays import WIDTH, SortedTokens
 
 _NONE = np.zeros(0, dtype=np.int64)
@@ -124,19 +125,6 @@ class FrameMask:
             bits &= bits - 1
             out[byte] = self.escapes_at(byte)
         return out
-
-
-def distinct(values: np.ndarray) -> np.ndarray:
-    """`np.unique(values)` of a 1-D array, by one sort and a mask: numpy 2.3's unique
-    hashes first and is 8-17x slower on many distinct int64s (1,000 of them: ~80 us, not
-    ~5)."""
-    if len(values) < 2:
-        return values.copy()
-    ordered = np.sort(values)
-    keep = np.empty(len(ordered), dtype=bool)
-    keep[0] = True
-    np.not_equal(ordered[1:], ordered[:-1], out=keep[1:])
-    return ordered[keep]
 
 
 def frame_mask(

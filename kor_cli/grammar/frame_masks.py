@@ -56,9 +56,10 @@ from pathlib import Path
 import numpy as np
 
 from kor_cli.grammar.bitmask import set_bits
+from kor_cli.grammar.distinct import distinct
 from kor_cli.grammar.frame_cache import frames_path, read_frames, write_frames
 from kor_cli.grammar.frame_chain import literal_frame
-from kor_cli.grammar.frame_escapes import FrameMask, distinct, frame_mask, stored_rows
+from kor_cli.grammar.frame_escapes import FrameMask, frame_mask, stored_rows
 from kor_cli.grammar.frame_indexes import RuleIndexCache, RuleIndexes, split_beside
 from kor_cli.grammar.frame_returns import byte_offsets, decide_returns, read_calls
 from kor_cli.grammar.frame_walk import Rows, RuleWalker, escape_rows, split_words, walk_state
