@@ -31,6 +31,7 @@ from kor_cli.grammar.ast import (
     seq,
 )
 from kor_cli.grammar.dfa_cache import cached, remember
+from kor_cli.grammar.distinct import distinct
 from kor_cli.grammar.limits import check
 from kor_cli.grammar.minimize import minimal_rows, minimize, subsets
 from kor_cli.grammar.nfa import NFA, byte_classes, leaf_masks
@@ -429,7 +430,7 @@ def product(a: ByteDFA, b: ByteDFA, op: str, max_states: int = DEFAULT_MAX_STATE
         nxt[dead] = -1
         rows.append(nxt)
         fresh = []
-        for code in np.unique(nxt[nxt >= 0]).tolist():
+        for code in distinct(nxt[nxt >= 0]).tolist():  # np.unique: slower in numpy 2.3
             if code not in codes:
                 codes[code] = len(order) + 1
                 order.append(code)
