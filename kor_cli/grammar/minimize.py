@@ -186,7 +186,7 @@ def _fill(num_states: int, num_classes: int, triples: list[tuple[int, int, int]]
     width = (num_classes + 7) // 8
     raw = np.frombuffer(b"".join(m.to_bytes(width, "little") for m in masks), dtype=np.uint8)
     bits = np.unpackbits(raw.reshape(len(masks), width), axis=1, bitorder="little")
-    mask_of, class_of = np.nonzero(bits[:, :num_classes])  # by mask, classes ascending
+    mask_of, class_of = np.nonzero(bits[:, :num_classes].view(bool))  # by mask, classes ascending
     count = np.bincount(mask_of, minlength=len(masks))
     first = np.cumsum(count) - count  # where each mask's classes begin in class_of
     which = np.array(list(map(where.__getitem__, cells)), dtype=np.int64)
@@ -200,7 +200,7 @@ def _fill(num_states: int, num_classes: int, triples: list[tuple[int, int, int]]
 def _inverse(table: np.ndarray) -> list[list[tuple[int, int]]]:
     """For each state t, the (source, class mask) pairs of live transitions into t."""
     n, k = table.shape
-    src, cls = np.nonzero(table)
+    src, cls = np.nonzero(table != 0)  # of bools: numpy 2.3 is slower on ints
     key = table[src, cls].astype(np.int64) * n + src
     order = np.argsort(key, kind="stable")
     key, cls = key[order], cls[order]
@@ -367,7 +367,7 @@ def _moore(table: np.ndarray, accepting: np.ndarray) -> np.ndarray | None:
     `_MOORE_ROUNDS` rounds.
     """
     n, k = table.shape
-    src, cls = np.nonzero(table)
+    src, cls = np.nonzero(table != 0)
     tgt = table[src, cls]
     weight = _WEIGHTS[cls]
     if len(src) > 2 * n:  # parallel edges (same source and target) as one, weights summed
