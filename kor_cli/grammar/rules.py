@@ -172,7 +172,7 @@ def _markers(
     found: dict[int, tuple[tuple[int, int], ...]] = {}
     inside: set[int] = set()
     high = table[:, MARK:]
-    sources, columns = np.nonzero(high)
+    sources, columns = np.nonzero(high != 0)
     if not len(sources):
         return found, inside, []
     marks: dict[int, int] = {}  # state -> its MARK target

@@ -154,7 +154,7 @@ class TokenTrie:
         """
         roots = self.offsets[1] if self.depth else 0
         root_states = first.take(self.byte[:roots])
-        nodes = np.flatnonzero(root_states)
+        nodes = (root_states != 0).nonzero()[0]
         states = root_states.take(nodes)
         dense = _DENSE_SHARE * self.num_nodes
         size = self.subtree.take(nodes).sum()
@@ -201,7 +201,7 @@ class TokenTrie:
         index = np.repeat(states << 8, counts)
         index |= self.byte.take(kids)
         kid_states = transitions.take(index)
-        alive = np.flatnonzero(kid_states)
+        alive = (kid_states != 0).nonzero()[0]
         return kids.take(alive), kid_states.take(alive)
 
     def _walk_sparse(
@@ -284,7 +284,7 @@ class TokenTrie:
                 continue
             if hi - lo > _WIDE:
                 kid_states = transitions.take(self.byte[lo:hi] | base)
-                alive = np.flatnonzero(kid_states)
+                alive = (kid_states != 0).nonzero()[0]
                 pairs = zip((alive + lo).tolist(), kid_states.take(alive).tolist(), strict=True)
             else:
                 pairs = ((kid, table[base | byte[kid]]) for kid in range(lo, hi))

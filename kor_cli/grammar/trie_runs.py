@@ -173,7 +173,7 @@ class LoopRuns:
             bases = np.concatenate((bases, bases_kids[leave]))
         index = bases | trie.byte.take(exits)
         exit_states = transitions.take(index)
-        live = np.flatnonzero(exit_states)
+        live = (exit_states != 0).nonzero()[0]
         exits = exits.take(live)
         tokens = trie.node_token.take(exits)
         out[tokens[tokens >= 0]] = True
