@@ -239,8 +239,14 @@ def _max_depth_levels(start: int, table: np.ndarray, reps: list[int]) -> int:
         fresh = ~seen[rows]
         if not fresh.any():
             break
-        targets, first = np.unique(rows[fresh], return_index=True)
-        where = np.flatnonzero(fresh)[first]  # the first edge into each new state
+        found = rows[fresh]
+        by = np.argsort(found, kind="stable")  # first occurrences (np.unique: slower)
+        ordered = found[by]
+        keep = np.empty(len(by), dtype=bool)
+        keep[0] = True
+        np.not_equal(ordered[1:], ordered[:-1], out=keep[1:])
+        targets = ordered[keep]
+        where = np.flatnonzero(fresh)[by[keep]]  # the first edge into each new state
         source, byte = frontier[where // width], byte_of[where % width]
         depth[targets], lexer[targets] = _lex_all(depth[source], lexer[source], byte)
         seen[targets] = True
