@@ -225,9 +225,12 @@ _LEVELS = 1500  # states from which a breadth-first search in numpy is faster
 
 
 def _max_depth_levels(start: int, table: np.ndarray, reps: list[int]) -> int:
-    """`max_depth` by a breadth-first search, level by level in numpy (large DFAs)."""
+    """`max_depth` by a breadth-first search, level by level in numpy (large DFAs): each
+    edge's depth change and next lexer state read from a table by (lexer, class)."""
     size, width = table.shape
-    byte_of = np.array(reps, dtype=np.int64)
+    steps = [[_lex(0, lexer, byte) for byte in reps] for lexer in range(3)]
+    moves = np.array([[m for m, _ in row] for row in steps], dtype=np.int64)
+    lexes = np.array([[x for _, x in row] for row in steps], dtype=np.int64)
     depth = np.zeros(size, dtype=np.int64)
     lexer = np.zeros(size, dtype=np.int64)
     seen = np.zeros(size, dtype=bool)
@@ -247,8 +250,10 @@ def _max_depth_levels(start: int, table: np.ndarray, reps: list[int]) -> int:
         np.not_equal(ordered[1:], ordered[:-1], out=keep[1:])
         targets = ordered[keep]
         where = np.flatnonzero(fresh)[by[keep]]  # the first edge into each new state
-        source, byte = frontier[where // width], byte_of[where % width]
-        depth[targets], lexer[targets] = _lex_all(depth[source], lexer[source], byte)
+        source, k = frontier[where // width], where % width
+        state = lexer[source]
+        depth[targets] = depth[source] + moves[state, k]
+        lexer[targets] = lexes[state, k]
         seen[targets] = True
         deepest = max(deepest, int(depth[targets].max()))
         frontier = targets
@@ -269,20 +274,6 @@ def _max_depth_small(start: int, table: list[list[int]], reps: list[int]) -> int
                 seen[target] = _lex(depth, lexer, reps[k])
                 stack.append(target)
     return deepest
-
-
-def _lex_all(
-    depth: np.ndarray, lexer: np.ndarray, byte: np.ndarray
-) -> tuple[np.ndarray, np.ndarray]:
-    """`_lex` over arrays."""
-    outside = lexer == 0
-    quote, backslash = byte == 0x22, byte == 0x5C
-    opens = (byte == 0x5B) | (byte == 0x7B)
-    closes = (byte == 0x5D) | (byte == 0x7D)
-    moved = depth + np.where(outside & ~quote, opens.astype(np.int64) - closes, 0)
-    inside = np.where(backslash, 2, np.where(quote, 0, 1))
-    after = np.where(outside, np.where(quote, 1, 0), np.where(lexer == 2, 1, inside))
-    return moved, after
 
 
 def _representative(mask: int) -> int:
