@@ -4,11 +4,15 @@ Most positions of a JSON grammar's fixed text (a key, `":"`, `","`, a const valu
 byte, neither call nor accept, and lead to another such state: the run of forced states
 (`frame_walk._chain`) spells the rest of the literal. From there a token either is a prefix
 of that text (read by bytes: it stays), leaves it inside (dead: no crossing state on the
-way), or holds all of it and goes on past the run's end. When no token goes on, the frame is
-just the prefixes: no candidates, no escapes, no `ends`. That is what the general split
-finds too (a pruned walk along the chain, its words, no escape rows, a frame without rows);
-here the prefixes are read off the byte trie (a child per byte: a bisection of a node's few
-children, not of the sorted tokens under the prefix) and the frame is made at once.
+way), or holds all of it and goes on past the run's end, into whatever follows (the keys
+after `,"`, a value after `:`). When every token's bytes stay in states that neither call,
+accept nor read a string body, the frame is just the tokens read by bytes: no candidates,
+no escapes, no `ends`. That is what the general split finds too (a pruned walk, its words,
+no escape rows, a frame without rows); here they are read off the byte trie along the table
+(a child per byte: a bisection of a node's few children, or the node's children looked up
+in the table, not bisections of the sorted tokens under the prefix) and the frame is made
+at once. A walk that meets such a state, or visits `_NODES` nodes, leaves the frame to the
+general split.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ import numpy as np
 
 from kor_cli.grammar.frame_escapes import FrameMask
 from kor_cli.grammar.frame_indexes import _BODY_READS
-from kor_cli.grammar.frame_walk import _CHAIN_MAX, RuleWalker
+from kor_cli.grammar.frame_walk import RuleWalker
 from kor_cli.grammar.index import token_trie
 from kor_cli.grammar.stacks import RuleTable
 from kor_cli.grammar.trie import TokenTrie, _ints
@@ -46,6 +50,7 @@ class _TrieReads:
 
 _READS: dict[int, _TrieReads] = {}  # by id of the trie (held by the value)
 _MAX_TRIES = 4
+_NODES = 16  # trie nodes with children a walk visits before it leaves the frame to the split
 
 
 def _reads(info: TokenizerInfo) -> _TrieReads:
@@ -62,9 +67,11 @@ def literal_frame(
     walker: RuleWalker, table: RuleTable, state: int, info: TokenizerInfo, words: int
 ) -> FrameMask | None:
     """The frame of `state` when it reads one byte, neither calls nor accepts, leads to no
-    string body (`frame_indexes.split_beside`'s case) and no token runs past the end of its
-    forced chain: its stays are the tokens that spell a prefix of the chain's text. None
-    otherwise (the general split builds it)."""
+    string body (`frame_indexes.split_beside`'s case) and no token's bytes run on into a
+    state that may call, end the frame or read a string body: its stays are the tokens the
+    table reads by bytes alone, found by walking the byte trie along the table (past the
+    forced chain too: `",` into the keys that follow). None otherwise, or after `_NODES`
+    trie nodes (the general split builds it)."""
     reads, flat = walker.reads, table.flat
     if len(reads[state]) != 1 or walker.follow[state] or table.accepting[state]:
         return None
@@ -73,25 +80,34 @@ def literal_frame(
     trie = _reads(info)
     child_start, bytes_, node_token, same = trie.child_start, trie.byte, trie.node_token, trie.same
     follow = walker.follow
-    byte = reads[state][0]
-    node, at, depth = trie.roots[byte], flat[state << 8 | byte], 1
+    root = trie.roots[reads[state][0]]
+    todo = [(root, flat[state << 8 | reads[state][0]])] if root >= 0 else []
     found: list[int] = []
-    while node >= 0:  # the chain's text so far (`depth` bytes, to `at`) is node's prefix
+    budget = _NODES
+    while todo:  # (a trie node, the state its bytes lead to from `state`)
+        node, at = todo.pop()
         token = node_token[node]
         if token >= 0:
             found.append(token)
             found += same.get(token, ())
         lo, hi = child_start[node], child_start[node + 1]
         if lo == hi:  # no token goes on
-            break
+            continue
         nexts = reads[at]
-        if len(nexts) != 1 or follow[at] or depth >= _CHAIN_MAX:
-            return None  # tokens go on past the chain (or its walked part)
-        byte = nexts[0]
-        node = bisect_left(bytes_, byte, lo, hi)
-        if node == hi or bytes_[node] != byte:
-            break  # none goes on along the chain
-        at, depth = flat[at << 8 | byte], depth + 1
+        budget -= 1
+        if follow[at] or len(nexts) >= _BODY_READS or budget < 0:
+            return None  # tokens go on where the frame may call or end, or into a body
+        base = at << 8
+        if hi - lo <= len(nexts):  # the node's children the state reads
+            for child in range(lo, hi):
+                to = flat[base | bytes_[child]]
+                if to:
+                    todo.append((child, to))
+            continue
+        for byte in nexts:  # the state's bytes the node has a child for
+            child = bisect_left(bytes_, byte, lo, hi)
+            if child < hi and bytes_[child] == byte:
+                todo.append((child, flat[base | byte]))
     stays = np.zeros(words, dtype="<u4")
     for token in found:
         stays[token >> 5] |= 1 << (token & 31)
