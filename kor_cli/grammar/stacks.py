@@ -103,6 +103,7 @@ class Stacks:
             CONTEXT: ((), REACHES_CONTEXT),
         }
         self._steps: dict[int, Config] = {}
+        self._singles: dict[int, Config] = {}  # stack → frozenset((stack,)), shared
         self._config_steps: dict[tuple[Config, int], Config] = {}  # `classify`'s walks
         self._context_ends: dict[Config, bool] = {}
 
@@ -179,7 +180,14 @@ class Stacks:
                 nxt = self._tables[rule_id].flat[state << 8 | byte]
                 if nxt:
                     out.add(self.push(below, rule_id, nxt))
-            found = self._steps[key] = frozenset(out)
+            if len(out) == 1:  # one shared set per stack: fewer objects for the collector
+                (only,) = out
+                found = self._singles.get(only)
+                if found is None:
+                    found = self._singles[only] = frozenset(out)
+            else:
+                found = frozenset(out)
+            self._steps[key] = found
         return found
 
     def walk(self, config: Iterable[int], data: bytes) -> Config:
@@ -193,14 +201,13 @@ class Stacks:
 
     def _config_step(self, config: Config, byte: int) -> Config:
         """One byte from a configuration (cached per configuration and byte)."""
+        if len(config) == 1:  # cached by `step` (no key tuple kept)
+            (only,) = config
+            return self.step(only, byte)
         key = (config, byte)
         found = self._config_steps.get(key)
         if found is None:
-            if len(config) == 1:
-                (only,) = config
-                found = self.step(only, byte)
-            else:
-                found = frozenset().union(*(self.step(s, byte) for s in config))
+            found = frozenset().union(*(self.step(s, byte) for s in config))
             if len(self._config_steps) >= _MAX_CONFIG_STEPS:
                 self._config_steps.clear()
             self._config_steps[key] = found
