@@ -12,7 +12,6 @@ generated as extras, and held to every schema that may apply when named.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
@@ -34,6 +33,7 @@ from kor_cli.grammar.json_containers import any_object
 from kor_cli.grammar.json_key_witness import realised_over
 from kor_cli.grammar.json_keywords import Facts, ObjectPart, Part
 from kor_cli.grammar.json_location import Location
+from kor_cli.grammar.json_values import json_text
 
 if TYPE_CHECKING:
     from kor_cli.grammar.json_schema import SchemaCompiler
@@ -59,7 +59,7 @@ def obj(c: SchemaCompiler, facts: Facts, loc: Location, pos: bool) -> Node:
     members: list[tuple[str, Node, str]] = []
     names = loc.names + tuple(n for n in shape.declared + required if n not in loc.names)
     for name in shape.candidates(dict.fromkeys(names)):
-        text = json.dumps(name, ensure_ascii=False)
+        text = json_text(name)
         if not shape.possible(name) or not all(c.accepts(n, text) for n in names_nodes):
             if name in required:
                 return NOTHING
@@ -212,9 +212,9 @@ class _Shape:
         """`name` certainly matches one of `o`'s patterns (in every regex flavour)."""
         if not o.patterns:
             return False
-        text = json.dumps(name, ensure_ascii=False)
+        text = json_text(name)
         return any(self.c.accepts(self.c.key_pattern(p, True, o.pointer), text) for p in o.patterns)
 
     def _may_match(self, o: ObjectPart, pattern: str, name: str) -> bool:
-        text = json.dumps(name, ensure_ascii=False)
+        text = json_text(name)
         return self.c.accepts(self.c.key_pattern(pattern, False, o.pointer), text)

@@ -37,7 +37,6 @@ Semantics and choices:
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -75,6 +74,7 @@ from kor_cli.grammar.json_values import (
     BOOLEAN,
     NULL,
     json_char,
+    json_text,
     loose_container,
     loose_value,
     max_depth,
@@ -459,7 +459,7 @@ class SchemaCompiler:
     def name(self, name: str) -> Node:
         found = self._names.get(name)
         if found is None:
-            found = self._names[name] = literal(json.dumps(name, ensure_ascii=False))
+            found = self._names[name] = literal(json_text(name))
         return found
 
     def accepts(self, node: Node, text: str) -> bool:

@@ -17,6 +17,7 @@ import json
 import math
 import weakref
 from decimal import Decimal
+from json.encoder import encode_basestring
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -63,6 +64,12 @@ def format_number(value: int | float | Decimal) -> str:
     return format(value, "f").rstrip("0")  # exact: no rounding to the context precision
 
 
+def json_text(value: Any) -> str:
+    """`json.dumps(value, ensure_ascii=False)`; a str without the encoder that call builds
+    each time (its text is `encode_basestring`'s)."""
+    return encode_basestring(value) if type(value) is str else json.dumps(value, ensure_ascii=False)
+
+
 def dumps(value: Any, whitespace: str = "compact") -> str:
     """Canonical JSON text of `value` (object keys in the order given)."""
     item_sep, key_sep = separators(whitespace)
@@ -71,7 +78,7 @@ def dumps(value: Any, whitespace: str = "compact") -> str:
 
 def _dumps(value: Any, item_sep: str, key_sep: str) -> str:
     if value is None or isinstance(value, (bool, str)):
-        return json.dumps(value, ensure_ascii=False)
+        return json_text(value)
     if isinstance(value, (int, float, Decimal)):
         return format_number(value)
     if isinstance(value, (list, tuple)):
@@ -84,7 +91,7 @@ def _dumps(value: Any, item_sep: str, key_sep: str) -> str:
 
 def _key(key: Any) -> str:
     if isinstance(key, str):
-        return json.dumps(key, ensure_ascii=False)
+        return json_text(key)
     if key is None or isinstance(key, bool):
         return json.dumps(json.dumps(key))
     if isinstance(key, (int, float)):
