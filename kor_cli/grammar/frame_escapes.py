@@ -7,7 +7,7 @@ real caller can read next, so they are kept as flat rows (token, offset, the byt
 offset) and grouped into (suffix, tokens) by that byte the first time a stack asks for it
 (`escapes_at`): after `}` a tokenizer has hundreds of tokens (`})`, `});`, `}\\n`, ...) and
 a compact JSON caller reads only `,`, `]` and `}` there. The matcher reads them by
-`reads_at`, which splits a byte's rows further by the suffix's second byte.
+`reads_at`, which splits a byte's rows into one-byte suffixes and the longer ones.
 """
 
 from __future__ import annotations
@@ -32,8 +32,8 @@ class Escape(NamedTuple):
 
 
 # `FrameMask.reads_at`: the tokens whose suffix is one byte; the longer suffixes' tokens by
-# their second byte, then by suffix
-Reads = tuple[list[int], dict[int, dict[bytes, list[int]]]]
+# suffix (one flat dict: fewer objects for the collector than one per second byte)
+Reads = tuple[list[int], dict[bytes, list[int]]]
 
 
 class FrameMask:
@@ -62,7 +62,7 @@ class FrameMask:
         self.token_bytes, self.escape_bytes = token_bytes, escape_bytes
         self._grouped: dict[int, tuple[Escape, ...]] = {}
         self._every: np.ndarray | None = None
-        self._by_token: dict[int, list[int]] | None = None
+        self._by_token: dict[int, int] | None = None  # token → its offsets as bits
         self._reads: dict[int, Reads] = {}
 
     @property
@@ -74,11 +74,17 @@ class FrameMask:
 
     def offsets_of(self, token: int) -> list[int]:
         """The offsets where `token` escapes (none: it stays or is dead)."""
-        if self._by_token is None:
-            self._by_token = {}
+        by_token = self._by_token
+        if by_token is None:  # ints, not a list per token: fewer objects for the collector
+            by_token = self._by_token = {}
             for row, at in zip(self.tokens.tolist(), self.offsets.tolist(), strict=True):
-                self._by_token.setdefault(row, []).append(at)
-        return self._by_token.get(token, [])
+                by_token[row] = by_token.get(row, 0) | 1 << at
+        bits = by_token.get(token, 0)
+        out: list[int] = []
+        while bits:
+            out.append((bits & -bits).bit_length() - 1)
+            bits &= bits - 1
+        return out
 
     def escapes_at(self, byte: int) -> tuple[Escape, ...]:
         """The escapes whose suffix starts with `byte`, by suffix (tokens ascending)."""
@@ -97,14 +103,14 @@ class FrameMask:
 
     def reads_at(self, byte: int) -> Reads:
         """The escapes whose suffix starts with `byte`, as the matcher reads them (cached):
-        the tokens whose suffix is that byte alone, and the longer suffixes by their second
-        byte (each with its tokens, unsorted). Most suffixes fail at their second byte
-        (`,\\n` where a value must follow): those are never sorted or made into `Escape`s."""
+        the tokens whose suffix is that byte alone, and the longer suffixes (each with its
+        tokens, unsorted). Most suffixes fail at their second byte (`,\\n` where a value must
+        follow): those are never sorted or made into `Escape`s."""
         found = self._reads.get(byte)
         if found is None:
             rows = np.flatnonzero(self.firsts == byte)
             alone: list[int] = []
-            longer: dict[int, dict[bytes, list[int]]] = {}
+            longer: dict[bytes, list[int]] = {}
             token_bytes = self.token_bytes
             for token, at in zip(
                 self.tokens[rows].tolist(), self.offsets[rows].tolist(), strict=True
@@ -113,7 +119,7 @@ class FrameMask:
                 if len(data) == at + 1:
                     alone.append(token)
                 else:
-                    longer.setdefault(data[at + 1], {}).setdefault(data[at:], []).append(token)
+                    longer.setdefault(data[at:], []).append(token)
             found = self._reads[byte] = (alone, longer)
         return found
 

@@ -126,11 +126,9 @@ class PushdownGrammar:
                 # the bytes the caller reads after that one: most suffixes fail at their
                 # second byte (`,\n` where a value must follow), told without a walk
                 then = self._then(below, byte)
-                for second, suffixes in longer.items():
-                    if then >> second & 1:
-                        for suffix, tokens in suffixes.items():
-                            if self._reads(below, suffix):
-                                read += tokens
+                for suffix, tokens in longer.items():
+                    if then >> suffix[1] & 1 and self._reads(below, suffix):
+                        read += tokens
             if read:
                 if words is frame.stays:
                     words = words.copy()  # never into a frame's own array
