@@ -13,12 +13,19 @@ from kor_cli.grammar import frame_masks
 from kor_cli.grammar.ast import alt, literal, seq
 from kor_cli.grammar.compile import compile_json_schema
 from kor_cli.grammar.frame_chain import literal_frame
+from kor_cli.grammar.frame_escapes import FrameMask
 from kor_cli.grammar.frame_masks import FrameMasks
 from kor_cli.grammar.fsm import compile_ast
 from kor_cli.grammar.rules import RuleSet, call
 from kor_cli.grammar.stacks import Stacks
 from kor_cli.grammar.vocab import TokenizerInfo
 from kor_cli.testing import TOKENIZER_NAMES, recursive_schema
+
+
+def _rows(frame: FrameMask) -> list[tuple[int, int, int]]:
+    """A frame's escape rows (token, offset, byte there), sorted."""
+    rows = zip(frame.tokens.tolist(), frame.offsets.tolist(), frame.firsts.tolist(), strict=True)
+    return sorted(rows)
 
 
 def literal_frames_equal(rules: RuleSet, info: TokenizerInfo) -> int:
@@ -34,14 +41,17 @@ def literal_frames_equal(rules: RuleSet, info: TokenizerInfo) -> int:
             for state in range(1, len(table.table)):
                 if table.final[state]:
                     continue
-                got = literal_frame(fast._walker(rule_id, table), table, state, info, fast.words)
+                walker = fast._walker(rule_id, table)
+                got = literal_frame(walker, table, state, info, fast.words, fast._calls)
                 if got is None:
                     continue
                 taken += 1
                 want = general.get(rule_id, state)
                 assert np.array_equal(got.stays, want.stays), (rule_id, state)
                 assert got.stays.dtype == want.stays.dtype
-                assert got.ends == want.ends and not len(want.tokens), (rule_id, state)
+                assert got.ends == want.ends, (rule_id, state)
+                assert got.escape_bytes == want.escape_bytes, (rule_id, state)
+                assert _rows(got) == _rows(want), (rule_id, state)
     return taken
 
 

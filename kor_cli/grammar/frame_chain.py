@@ -17,15 +17,16 @@ general split.
 
 from __future__ import annotations
 
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right
 
 import numpy as np
 
-from kor_cli.grammar.frame_escapes import FrameMask
+from kor_cli.grammar.frame_escapes import FrameMask, frame_mask
 from kor_cli.grammar.frame_indexes import _BODY_READS
 from kor_cli.grammar.frame_walk import RuleWalker
 from kor_cli.grammar.index import token_trie
 from kor_cli.grammar.stacks import RuleTable
+from kor_cli.grammar.token_arrays import WIDTH, sorted_tokens
 from kor_cli.grammar.trie import TokenTrie, _ints
 from kor_cli.grammar.vocab import TokenizerInfo
 
@@ -50,7 +51,9 @@ class _TrieReads:
 
 _READS: dict[int, _TrieReads] = {}  # by id of the trie (held by the value)
 _MAX_TRIES = 4
+_ONE = [bytes([byte]) for byte in range(256)]
 _NODES = 16  # trie nodes with children a walk visits before it leaves the frame to the split
+_FIRSTS = 12  # bytes a state reads at most to be walked here (a number or a body reads more)
 
 
 def _reads(info: TokenizerInfo) -> _TrieReads:
@@ -64,34 +67,44 @@ def _reads(info: TokenizerInfo) -> _TrieReads:
 
 
 def literal_frame(
-    walker: RuleWalker, table: RuleTable, state: int, info: TokenizerInfo, words: int
+    walker: RuleWalker,
+    table: RuleTable,
+    state: int,
+    info: TokenizerInfo,
+    words: int,
+    calls: bool = True,
 ) -> FrameMask | None:
-    """The frame of `state` when it reads one byte, neither calls nor accepts, leads to no
-    string body (`frame_indexes.split_beside`'s case) and no token's bytes run on into a
-    state that may call, end the frame or read a string body: its stays are the tokens the
-    table reads by bytes alone, found by walking the byte trie along the table (past the
-    forced chain too: `",` into the keys that follow). None otherwise, or after `_NODES`
-    trie nodes (the general split builds it)."""
-    reads, flat = walker.reads, table.flat
-    if len(reads[state]) != 1 or walker.follow[state] or table.accepting[state]:
+    """The frame of `state` when it reads a few bytes (not a string body's), neither calls
+    nor accepts, and no token's bytes run on into a state that may call, end the frame or
+    read a string body: its stays are the tokens the table reads by bytes alone, found by
+    walking the byte trie along the table (past a literal's forced chain too: `,"` into the
+    keys that follow). Tokens that go on past a final state escape there (`calls`: the
+    rule set has calls; without, the frame ends the grammar and they are dead). None
+    otherwise, or after `_NODES` trie nodes (the general split builds it)."""
+    reads, flat, follow = walker.reads, table.flat, walker.follow
+    firsts = reads[state]
+    if not firsts or len(firsts) > _FIRSTS or follow[state] or table.accepting[state]:
         return None
-    if state in table.calls or len(reads[flat[state << 8 | reads[state][0]]]) >= _BODY_READS:
+    if state in table.calls:
         return None
-    trie = _reads(info)
+    trie, final = _reads(info), table.final
     child_start, bytes_, node_token, same = trie.child_start, trie.byte, trie.node_token, trie.same
-    follow = walker.follow
-    root = trie.roots[reads[state][0]]
-    todo = [(root, flat[state << 8 | reads[state][0]])] if root >= 0 else []
+    roots, base = trie.roots, state << 8
+    todo = [(roots[byte], flat[base | byte], _ONE[byte]) for byte in firsts if roots[byte] >= 0]
     found: list[int] = []
+    ending: list[bytes] = []  # texts at final states that tokens go on past (they escape)
     budget = _NODES
-    while todo:  # (a trie node, the state its bytes lead to from `state`)
-        node, at = todo.pop()
+    while todo:  # (a trie node, the state its bytes lead to from `state`, those bytes)
+        node, at, text = todo.pop()
         token = node_token[node]
         if token >= 0:
             found.append(token)
             found += same.get(token, ())
         lo, hi = child_start[node], child_start[node + 1]
         if lo == hi:  # no token goes on
+            continue
+        if final[at]:  # the frame ends here and only here: the caller reads the rest
+            ending.append(text)
             continue
         nexts = reads[at]
         budget -= 1
@@ -102,13 +115,39 @@ def literal_frame(
             for child in range(lo, hi):
                 to = flat[base | bytes_[child]]
                 if to:
-                    todo.append((child, to))
+                    todo.append((child, to, text + _ONE[bytes_[child]]))
             continue
         for byte in nexts:  # the state's bytes the node has a child for
             child = bisect_left(bytes_, byte, lo, hi)
             if child < hi and bytes_[child] == byte:
-                todo.append((child, flat[base | byte]))
+                todo.append((child, flat[base | byte], text + _ONE[byte]))
     stays = np.zeros(words, dtype="<u4")
     for token in found:
         stays[token >> 5] |= 1 << (token & 31)
-    return FrameMask(stays, False, token_bytes=info.token_bytes)
+    if not ending or not calls:  # a rule set without calls: nothing reads on past a final state
+        return FrameMask(stays, False, token_bytes=info.token_bytes)
+    sorted_ = sorted_tokens(info)
+    tokens, ids, matrix = sorted_.tokens, sorted_.ids, sorted_.matrix()[1]
+    spans = []
+    for text in ending:  # the tokens that spell `text` and go on (sorted positions)
+        lo = bisect_right(tokens, text)
+        spans.append((lo, bisect_left(tokens, _after(text), lo), len(text)))
+    if all(lo == hi for lo, hi, _ in spans):
+        return FrameMask(stays, False, token_bytes=info.token_bytes)
+    if any(depth >= WIDTH for _, _, depth in spans):
+        rows = [(ids[lo:hi], np.full(hi - lo, depth, np.int64)) for lo, hi, depth in spans]
+        return frame_mask(stays, False, info.token_bytes, rows, sorted_)
+    # `frame_mask`'s escape rows, with the bytes at the offsets read off the matrix by range
+    escaping = np.concatenate([ids[lo:hi] for lo, hi, _ in spans])
+    offsets = np.concatenate([np.full(hi - lo, depth, np.int64) for lo, hi, depth in spans])
+    firsts = np.concatenate([matrix[lo:hi, depth] for lo, hi, depth in spans])
+    present = np.zeros(256, dtype=bool)
+    present[firsts] = True
+    escape_bytes = int.from_bytes(np.packbits(present, bitorder="little").tobytes(), "little")
+    return FrameMask(stays, False, escaping, offsets, firsts, info.token_bytes, escape_bytes)
+
+
+def _after(text: bytes) -> bytes:
+    """The least bytes above every bytes that start with `text`."""
+    head = text.rstrip(b"\xff")
+    return head[:-1] + _ONE[head[-1] + 1] if head else b"\xff" * (len(text) + 1)

@@ -183,7 +183,7 @@ class FrameMasks:
         if not state or table.final[state]:
             return frame_mask(np.zeros(self.words, dtype="<u4"), bool(state), token_bytes)
         walker = self._walker(rule_id, table)  # a literal's byte: compile's fast path
-        literal = literal_frame(walker, table, state, self.info, self.words)
+        literal = literal_frame(walker, table, state, self.info, self.words, self._calls)
         if literal is not None:
             return literal
         rules = self.stacks.rules
