@@ -60,10 +60,11 @@ class FrameMask:
         self.stays, self.ends = stays, ends
         self.tokens, self.offsets, self.firsts = tokens, offsets, firsts
         self.token_bytes, self.escape_bytes = token_bytes, escape_bytes
-        self._grouped: dict[int, tuple[Escape, ...]] = {}
+        self._grouped: dict[int, tuple[Escape, ...]] | None = None  # made on use: most
+        # frames are never asked (fewer objects for the collector)
         self._every: np.ndarray | None = None
         self._by_token: dict[int, int] | None = None  # token → its offsets as bits
-        self._reads: dict[int, Reads] = {}
+        self._reads: dict[int, Reads] | None = None
 
     @property
     def escape_tokens(self) -> np.ndarray:
@@ -88,7 +89,10 @@ class FrameMask:
 
     def escapes_at(self, byte: int) -> tuple[Escape, ...]:
         """The escapes whose suffix starts with `byte`, by suffix (tokens ascending)."""
-        found = self._grouped.get(byte)
+        grouped = self._grouped
+        if grouped is None:
+            grouped = self._grouped = {}
+        found = grouped.get(byte)
         if found is None:
             rows = np.flatnonzero(self.firsts == byte)
             by_suffix: dict[bytes, list[int]] = {}
@@ -98,7 +102,7 @@ class FrameMask:
             ):
                 by_suffix.setdefault((token_bytes[token] or b"")[at:], []).append(token)
             found = tuple(Escape(x, tuple(sorted(t))) for x, t in sorted(by_suffix.items()))
-            self._grouped[byte] = found
+            grouped[byte] = found
         return found
 
     def reads_at(self, byte: int) -> Reads:
@@ -106,7 +110,10 @@ class FrameMask:
         the tokens whose suffix is that byte alone, and the longer suffixes (each with its
         tokens, unsorted). Most suffixes fail at their second byte (`,\\n` where a value must
         follow): those are never sorted or made into `Escape`s."""
-        found = self._reads.get(byte)
+        reads = self._reads
+        if reads is None:
+            reads = self._reads = {}
+        found = reads.get(byte)
         if found is None:
             rows = np.flatnonzero(self.firsts == byte)
             alone: list[int] = []
@@ -120,7 +127,7 @@ class FrameMask:
                     alone.append(token)
                 else:
                     longer.setdefault(data[at:], []).append(token)
-            found = self._reads[byte] = (alone, longer)
+            found = reads[byte] = (alone, longer)
         return found
 
     def escapes(self) -> dict[int, tuple[Escape, ...]]:
