@@ -22,12 +22,12 @@ from bisect import bisect_left, bisect_right
 import numpy as np
 
 from kor_cli.grammar.frame_escapes import FrameMask, frame_mask
-from kor_cli.grammar.frame_indexes import _BODY_READS
+from kor_cli.grammar.frame_indexes import BODY_READS
 from kor_cli.grammar.frame_walk import RuleWalker
 from kor_cli.grammar.index import token_trie
 from kor_cli.grammar.stacks import RuleTable
 from kor_cli.grammar.token_arrays import WIDTH, sorted_tokens
-from kor_cli.grammar.trie import TokenTrie, _ints
+from kor_cli.grammar.trie import TokenTrie, int_view
 from kor_cli.grammar.vocab import TokenizerInfo
 
 
@@ -38,9 +38,9 @@ class _TrieReads:
 
     def __init__(self, trie: TokenTrie) -> None:
         self.trie = trie
-        self.child_start = _ints(trie.child_start)
-        self.byte = _ints(trie.byte)
-        self.node_token = _ints(trie.node_token)
+        self.child_start = int_view(trie.child_start)
+        self.byte = int_view(trie.byte)
+        self.node_token = int_view(trie.node_token)
         self.roots = [-1] * 256
         for node in range(trie.offsets[1] if trie.depth else 0):
             self.roots[self.byte[node]] = node
@@ -108,7 +108,7 @@ def literal_frame(
             continue
         nexts = reads[at]
         budget -= 1
-        if follow[at] or len(nexts) >= _BODY_READS or budget < 0:
+        if follow[at] or len(nexts) >= BODY_READS or budget < 0:
             return None  # tokens go on where the frame may call or end, or into a body
         base = at << 8
         if hi - lo <= len(nexts):  # the node's children the state reads

@@ -150,7 +150,7 @@ def crossing_dfa(table: np.ndarray, crossing: np.ndarray) -> TableDFA:
     return TableDFA(out, accepting, size + 1 if size > 1 else cross, "crossing")
 
 
-_BODY_READS = 94  # a string body's state reads at least its ASCII characters
+BODY_READS = 94  # a string body's state reads at least its ASCII characters
 _BODY_ASCII = frozenset(b for b in range(0x20, 0x80) if b not in b'"\\')
 _LEADS = range(0xC2, 0xF5)  # a UTF-8 character's lead byte
 _QUOTE = ord('"')
@@ -221,15 +221,15 @@ def split_beside(
     reads, flat = walker.reads, table.flat
     if walker.follow[at]:
         return None
-    if len(reads[at]) >= _BODY_READS:  # a free string's body: the tokenizer's tables
+    if len(reads[at]) >= BODY_READS:  # a free string's body: the tokenizer's tables
         if not _free(walker, at):
             return None
         return sorted_.free_strings()[0].split(*walker.arrays(), at, walker.finals())
     base = at << 8
     if len(reads[at]) == 1:  # a literal's byte (most states of a key): the usual walk
-        if len(reads[flat[base | reads[at][0]]]) < _BODY_READS:
+        if len(reads[flat[base | reads[at][0]]]) < BODY_READS:
             return None
-    elif not any(len(reads[to]) >= _BODY_READS for to in {flat[base | b] for b in reads[at]}):
+    elif not any(len(reads[to]) >= BODY_READS for to in {flat[base | b] for b in reads[at]}):
         return None
     prefixed = _free_prefix(sorted_, walker, table, at, words)
     if prefixed is not None:
@@ -242,7 +242,7 @@ def split_beside(
     for byte in reads[at]:
         if byte in _BODY_ASCII:
             to = flat[at << 8 | byte]
-            if not chain and len(reads[to]) >= _BODY_READS:
+            if not chain and len(reads[to]) >= BODY_READS:
                 ahead = chains.ahead(to)
                 chain = to if ahead is not None else -1
             (shifted if to == chain else others).append(byte)
@@ -294,7 +294,7 @@ def _free_prefix(
     others: list[int] = []
     for byte in reads[at]:
         to = flat[at << 8 | byte]
-        if len(reads[to]) < _BODY_READS:
+        if len(reads[to]) < BODY_READS:
             others.append(byte)
         elif into and to != into:
             return None

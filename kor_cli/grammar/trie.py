@@ -254,9 +254,9 @@ class TokenTrie:
         node whose state reads at most _FEW bytes, fewer than half its children, finds
         its live children by bisection."""
         if not self._views:
-            self._views.append(tuple(map(_ints, (self.child_start, self.byte, self.node_token))))
+            self._views.append(tuple(map(int_view, (self.child_start, self.byte, self.node_token))))
         child_start, byte, node_token = self._views[0]
-        table = _ints(transitions)
+        table = int_view(transitions)
         found: list[int] = []
         stack = list(zip(nodes, states, strict=True))
         budget = max(_BUDGET, 1)  # one node at least: each call makes progress
@@ -332,7 +332,7 @@ class TokenTrie:
         self._pool.append(states)
 
 
-def _ints(array: np.ndarray) -> memoryview:
+def int_view(array: np.ndarray) -> memoryview:
     """A memoryview of an int32 array that reads plain ints (native byte order)."""
     native = np.ascontiguousarray(array, dtype=np.int32)
     return memoryview(native).cast("B").cast("i")

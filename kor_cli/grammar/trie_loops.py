@@ -25,7 +25,7 @@ import numpy as np
 from kor_cli.grammar.trie import (
     TokenTrie,
     _expand,
-    _ints,
+    int_view,
     levels_up,
     preorder,
     token_ranges,
@@ -73,7 +73,7 @@ class LoopSkips:
         of which these are the skips: a few reads a byte, not a bisect of the tokens."""
         if not self._views:
             arrays = (trie.byte, trie.child_start, trie.token_node, self.first, self.last)
-            self._views.append(tuple(map(_ints, arrays)))
+            self._views.append(tuple(map(int_view, arrays)))
         byte, child_start, token_node, first, last = self._views[0]
         prefixes: list[int] = []
         lo, hi = 0, trie.offsets[1] if trie.depth else 0
