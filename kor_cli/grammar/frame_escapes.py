@@ -73,19 +73,15 @@ class FrameMask:
             self._every = distinct(self.tokens) if len(self.tokens) else _NONE
         return self._every
 
-    def offsets_of(self, token: int) -> list[int]:
-        """The offsets where `token` escapes (none: it stays or is dead)."""
+    def offset_bits(self) -> dict[int, int]:
+        """Every escaping token's offsets, as an int of bits (made once: ints, not a list
+        per token, for fewer objects for the collector)."""
         by_token = self._by_token
-        if by_token is None:  # ints, not a list per token: fewer objects for the collector
+        if by_token is None:
             by_token = self._by_token = {}
             for row, at in zip(self.tokens.tolist(), self.offsets.tolist(), strict=True):
                 by_token[row] = by_token.get(row, 0) | 1 << at
-        bits = by_token.get(token, 0)
-        out: list[int] = []
-        while bits:
-            out.append((bits & -bits).bit_length() - 1)
-            bits &= bits - 1
-        return out
+        return by_token
 
     def escapes_at(self, byte: int) -> tuple[Escape, ...]:
         """The escapes whose suffix starts with `byte`, by suffix (tokens ascending)."""

@@ -101,6 +101,7 @@ class FrameMasks:
         self._by_structure: dict[tuple[int, int, int], list[int]] = {}
         self.building: set[tuple[int, int]] = set()  # frames being built (`get` below)
         self.spelled: dict[bytes, int] = {}  # token ids by bytes (`frame_returns.CallReader`)
+        self.returns: dict[tuple[int, int, int], tuple[RuleTable, dict[int, int]]] = {}
         self.candidates = 0  # tokens read by the stack simulation (a measure of the work)
         self.cache_path: Path | None = None
         if cache_dir is not None and stacks.rules.keyed:

@@ -13,10 +13,11 @@ rest of the token when that rest is itself a token, else reading it by the calle
 from __future__ import annotations
 
 from bisect import bisect_left
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
+from kor_cli.grammar.bitmask import set_bits
 from kor_cli.grammar.stacks import RuleTable
 from kor_cli.grammar.token_arrays import WIDTH, SortedTokens, escape_offsets
 
@@ -83,47 +84,70 @@ def decide_returns(
     the simulation, as is a token whose byte path from `state` is not settled.
     Updates `settled` and `where` in place and sets the tokens that stay in `stays`;
     returns which of `ids` the simulation must read."""
-    token_bytes = frames.info.token_bytes
-    flat, accepting, calls = table.flat, table.accepting, table.calls
-    open_ = {t: i for i, t in enumerate(ids.tolist()) if through[i] and settled[i]}
+    open_ = np.flatnonzero(through & settled)
     settled[through] = False  # decided below, or left to the simulation
     slow = ~settled
-    if not open_:
+    if not len(open_):
         return slow
-    bits: dict[int, int] = {}
-    undecided: set[int] = set()
-    staying: set[int] = set()
-    for callee, ret in calls[state]:
-        inner = frames.get(callee, frames.stacks.table(callee).start)
-        for token, k in zip(inner.tokens.tolist(), inner.offsets.tolist(), strict=True):
-            if token not in open_ or token in undecided or token in staying:
-                continue
-            data = token_bytes[token] or b""
-            q, found, n = ret, 0, len(data)
-            while k < n:
-                if q in calls:  # a call with bytes left: the simulation decides
-                    undecided.add(token)
-                    break
-                if accepting[q]:
-                    found |= 1 << k
-                q = flat[q << 8 | data[k]]
-                k += 1
-                if not q:
-                    break
-            else:
-                staying.add(token)
-                continue
-            bits[token] = bits.get(token, 0) | found
-    for token, i in open_.items():
-        if token in undecided:
-            continue
-        slow[i] = False
-        if token in staying:
-            stays[token >> 5] |= np.uint32(1 << (token & 31))
-            continue
-        settled[i] = True
-        where[i] |= bits.get(token, 0)
+    pairs = table.calls[state]
+    outcome = returns_of(frames, table, *pairs[0])
+    if len(pairs) > 1:  # a token's first deciding way wins, as the callees are read in order
+        outcome = dict(outcome)
+        for callee, ret in pairs[1:]:
+            for token, found in returns_of(frames, table, callee, ret).items():
+                known = outcome.get(token, 0)
+                if known >= 0:
+                    outcome[token] = found if found < 0 else known | found
+    codes = np.asarray([outcome.get(t, 0) for t in ids[open_].tolist()], dtype=np.int64)
+    decided = codes != UNDECIDED
+    rows = open_[decided]
+    slow[rows] = False
+    staying = codes[decided] == STAYING
+    set_bits(stays, ids[rows[staying]])
+    rows, codes = rows[~staying], codes[decided][~staying]
+    settled[rows] = True
+    where[rows] |= codes
     return slow
+
+
+UNDECIDED, STAYING = -1, -2  # `returns_of`'s codes other than escape offset bits
+
+
+def returns_of(frames: FrameMasks, table: RuleTable, callee: int, ret: int) -> dict[int, int]:
+    """How each escaping token of `callee`'s start frame reads on from `ret` by this rule's
+    bytes (`decide_returns`): UNDECIDED (a way meets a call with bytes left), STAYING (some
+    way reads it to its end), else the bits of the offsets where a way stood at an
+    accepting state before a byte. Depends on the callee's frame and (table, ret) alone:
+    kept per `frames` (the call states of an array's first and later items share it)."""
+    key = (id(table), callee, ret)
+    known = frames.returns.get(key)
+    if known is not None and known[0] is table:
+        return known[1]
+    token_bytes = frames.info.token_bytes
+    flat, accepting, calls = table.flat, table.accepting, table.calls
+    inner = frames.get(callee, frames.stacks.table(callee).start)
+    out: dict[int, int] = {}
+    for token, k in zip(inner.tokens.tolist(), inner.offsets.tolist(), strict=True):
+        found = out.get(token, 0)
+        if found < 0:
+            continue
+        data = token_bytes[token] or b""
+        q, n = ret, len(data)
+        while k < n:
+            if q in calls:  # a call with bytes left: the simulation decides
+                found = UNDECIDED
+                break
+            if accepting[q]:
+                found |= 1 << k
+            q = flat[q << 8 | data[k]]
+            k += 1
+            if not q:
+                break
+        else:
+            found = STAYING
+        out[token] = found
+    frames.returns[key] = (table, out)
+    return out
 
 
 def read_calls(
@@ -137,12 +161,13 @@ def read_calls(
     tokens: list[int] = []
     offsets: list[int] = []
     slow: list[int] = []
+    staying: list[int] = []
     for token in ids.tolist():
         found = reader.read(state, token_bytes[token] or b"")
         if found is None:
             slow.append(token)
         elif found[0]:
-            stays[token >> 5] |= np.uint32(1 << (token & 31))
+            staying.append(token)
         else:
             bits = found[1]
             while bits:
@@ -150,6 +175,8 @@ def read_calls(
                 bits &= bits - 1
                 tokens.append(token)
                 offsets.append(at)
+    if staying:
+        set_bits(stays, np.asarray(staying, dtype=np.int64))
     rows = np.asarray(tokens, dtype=np.int64), np.asarray(offsets, dtype=np.int64)
     return rows, np.asarray(slow, dtype=np.int64)
 
@@ -183,7 +210,7 @@ class CallReader:
         self._known = frames.spelled
         self._readers: dict[int, CallReader] = {} if readers is None else readers
         self._ends: bool | None = None  # the start frame can end before a byte (`ends`)
-        self._starts: dict[int, Any] = {}  # the callees' start frames (`_callee_frame`)
+        self._starts: dict[int, _Start] = {}  # the callees' start frames (`_callee_frame`)
 
     def read(self, state: int, data: bytes) -> tuple[bool, int] | None:
         """How `data` reads from `state` (calls there count; a pop before the first byte
@@ -215,9 +242,17 @@ class CallReader:
     ) -> tuple[bool, int] | None:
         if depth > _DEPTH:
             return None
-        frame = self._callee_frame(callee)
-        token = -1 if frame is None else self._token(data[k:])
-        if frame is None or token < 0:
+        start = self._starts.get(callee)
+        if start is None:
+            start = self._callee_frame(callee)
+        frame, stays_bytes, by_token = start
+        if frame is None:
+            return self._through(callee, ret, data, k, depth)
+        rest = data[k:]
+        token = self._known.get(rest)
+        if token is None:
+            token = self._token(rest)
+        if token < 0:
             return self._through(callee, ret, data, k, depth)
         stays, bits = False, 0
         if frame.ends:  # the callee can end before a byte: the return state reads on
@@ -225,10 +260,13 @@ class CallReader:
             if found is None:
                 return None
             stays, bits = found
-        if frame.stays[token >> 5] >> (token & 31) & 1:
+        if stays_bytes[token >> 3] >> (token & 7) & 1:
             return True, bits
-        for offset in frame.offsets_of(token):
-            found = self._from(ret, data, k + offset, depth + 1)
+        ends = by_token.get(token, 0)  # the offsets where the callee's frame ends in it
+        while ends:
+            at = (ends & -ends).bit_length() - 1
+            ends &= ends - 1
+            found = self._from(ret, data, k + at, depth + 1)
             if found is None:
                 return None
             stays = stays or found[0]
@@ -285,22 +323,25 @@ class CallReader:
             self._known[data] = found
         return found
 
-    def _callee_frame(self, callee: int) -> FrameMask | None:
-        """The start frame of `callee` (built here unless it is being built; looked up
-        once per reader: a frame being built is one of the frames whose build runs this
-        reader, so it stays unfinished while the reader lives)."""
-        found = self._starts.get(callee, _MISSING)
-        if found is _MISSING:
-            frames = self._frames
-            start = frames.stacks.table(callee).start
-            found = None
-            if (frames.same_rule(callee), start) not in frames.building:
-                found = frames.get(callee, start)
-            self._starts[callee] = found
+    def _callee_frame(self, callee: int) -> _Start:
+        """The start frame of `callee` (built here unless it is being built: then None),
+        its `stays` as bytes (a bit test on bytes is a fraction of one on numpy words) and
+        its escape offsets by token; looked up once per reader: a frame being built is one
+        of the frames whose build runs this reader, so it stays unfinished while the reader
+        lives."""
+        frames = self._frames
+        start = frames.stacks.table(callee).start
+        found: _Start = (None, b"", {})
+        if (frames.same_rule(callee), start) not in frames.building:
+            frame = frames.get(callee, start)
+            found = (frame, frame.stays.tobytes(), frame.offset_bits())
+        self._starts[callee] = found
         return found
 
 
+_Start = tuple["FrameMask | None", bytes, dict[int, int]]
+
+
 _NONE = np.zeros(0, dtype=np.int64)
-_MISSING: Any = object()
 PYTHON_ROWS = 96  # `byte_offsets` walks up to this many tokens in Python (~0.4 us each)
 _DEPTH = 16  # nested ways (empty callees, escapes read on) followed before giving up
