@@ -175,8 +175,10 @@ def _split(
 
 
 def _fill(num_states: int, num_classes: int, triples: list[tuple[int, int, int]]) -> np.ndarray:
-    """The table of (state, class mask, target) triples: each triple's classes listed
-    once per distinct mask, then repeated per triple (no triples x classes matrix)."""
+    """The table of (state, class mask, target) triples. Each distinct mask is unpacked to
+    its classes once; a few triples (most rules) select their cells from a triples x
+    classes matrix of bools, many have each mask's classes repeated per triple instead
+    (no such matrix)."""
     table = np.zeros((num_states, num_classes), dtype=np.int32)
     if not triples:
         return table
@@ -185,16 +187,25 @@ def _fill(num_states: int, num_classes: int, triples: list[tuple[int, int, int]]
     where = {m: k for k, m in enumerate(masks)}
     width = (num_classes + 7) // 8
     raw = np.frombuffer(b"".join(m.to_bytes(width, "little") for m in masks), dtype=np.uint8)
-    bits = np.unpackbits(raw.reshape(len(masks), width), axis=1, bitorder="little")
-    mask_of, class_of = np.nonzero(bits[:, :num_classes].view(bool))  # by mask, classes ascending
+    bits = np.unpackbits(
+        raw.reshape(len(masks), width), axis=1, count=num_classes, bitorder="little"
+    )
+    which = np.fromiter(map(where.__getitem__, cells), dtype=np.intp, count=len(cells))
+    if len(cells) * num_classes <= _DENSE_FILL:
+        picked, cols = np.nonzero(bits.view(bool)[which])
+        table[np.array(states, dtype=np.intp)[picked], cols] = np.array(targets)[picked]
+        return table
+    mask_of, class_of = np.nonzero(bits.view(bool))  # by mask, classes ascending
     count = np.bincount(mask_of, minlength=len(masks))
     first = np.cumsum(count) - count  # where each mask's classes begin in class_of
-    which = np.array(list(map(where.__getitem__, cells)), dtype=np.int64)
     repeats = count[which]
     offsets = np.arange(int(repeats.sum())) - np.repeat(np.cumsum(repeats) - repeats, repeats)
     cols = class_of[np.repeat(first[which], repeats) + offsets]
     table[np.repeat(np.array(states, dtype=np.int64), repeats), cols] = np.repeat(targets, repeats)
     return table
+
+
+_DENSE_FILL = 1 << 16  # `_fill` selects from a triples x classes matrix up to this size
 
 
 def _inverse(table: np.ndarray) -> list[list[tuple[int, int]]]:

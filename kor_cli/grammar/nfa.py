@@ -110,6 +110,7 @@ class NFA:
         self._memo: dict[int, int] = {}
         self._embedded: dict[int, tuple[list[list[tuple[int, int]]], list[int]]] = {}
         self._reps: np.ndarray | None = None  # one byte of each class
+        self._heads: int | None = None  # the lowest byte of each class, as a mask
         self._byte_class = byte_class
         self._next_check = 0
 
@@ -133,16 +134,25 @@ class NFA:
         self._next_check = min(size + count + 1024, self.limit)
 
     def classes_of(self, byte_mask: int) -> int:
-        """The class mask covering exactly the bytes of `byte_mask`."""
+        """The class mask covering exactly the bytes of `byte_mask` (a union of classes)."""
         found = self._memo.get(byte_mask)
         if found is None and not byte_mask & (byte_mask - 1):  # one byte: its own class
             byte = byte_mask.bit_length() - 1
             found = self._memo[byte_mask] = 1 << self._class_of()[byte]
-        elif found is None:
-            found = 0
-            for k, cls in enumerate(self.class_masks):
-                if cls & byte_mask:
-                    found |= 1 << k
+        elif found is None:  # the classes whose lowest byte it holds (the partition refines it)
+            heads = self._heads
+            if heads is None:
+                heads = self._heads = sum(cls & -cls for cls in self.class_masks)
+            inside = byte_mask & heads
+            if inside.bit_count() * 2 > len(self.class_masks):  # most classes: those outside
+                inside, found = heads ^ inside, (1 << len(self.class_masks)) - 1
+            else:
+                found = 0
+            byte_class = self._class_of()
+            while inside:
+                low = inside & -inside
+                found ^= 1 << byte_class[low.bit_length() - 1]
+                inside ^= low
             self._memo[byte_mask] = found
         return found
 
