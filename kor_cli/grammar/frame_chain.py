@@ -87,9 +87,14 @@ def literal_frame(
         return None
     if state in table.calls:
         return None
-    trie, final = _reads(info), table.final
+    final, base = table.final, state << 8
+    for byte in firsts:  # into a call or a string body at once (`,` before a value): tokens
+        at = flat[base | byte]  # go on there (`,"`, `,[`...), where the walk below gives up,
+        if not final[at] and (follow[at] or len(reads[at]) >= BODY_READS):
+            return None  # having touched the trie (a few us cold): no walk
+    trie = _reads(info)
     child_start, bytes_, node_token, same = trie.child_start, trie.byte, trie.node_token, trie.same
-    roots, base = trie.roots, state << 8
+    roots = trie.roots
     todo = [(roots[byte], flat[base | byte], _ONE[byte]) for byte in firsts if roots[byte] >= 0]
     found: list[int] = []
     ending: list[bytes] = []  # texts at final states that tokens go on past (they escape)
