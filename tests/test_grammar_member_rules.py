@@ -112,3 +112,20 @@ def test_real_token_masks_walk_the_called_members(
         verdicts.append(token_walk(compiled, info, tokens))
         assert verdicts[-1] == inline.accepts(text), text
     assert verdicts == [True, True, True, False, False, True]
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.text(alphabet='ab"\\\n\x00é€😀/', max_size=6), min_size=1, max_size=12))
+def test_other_keys_dfa_is_the_products(names: list[str]) -> None:
+    """The other keys' DFA built directly (the names' trie over the string DFA) is the very
+    minimal DFA the product gives (same fingerprint), names escaped, shared or prefixes."""
+    from kor_cli.grammar.ast import Automaton, alt, difference, literal
+    from kor_cli.grammar.fsm import compile_ast
+    from kor_cli.grammar.json_values import json_text, string_node
+
+    key = difference(string_node(), alt(*(literal(json_text(n)) for n in dict.fromkeys(names))))
+    direct = json_member_rules._but_names(key)
+    assert isinstance(direct, Automaton)
+    assert direct.dfa.fingerprint() == compile_ast(key).fingerprint()
+    assert direct.dfa.trimmed
+    assert json_member_rules._but_names(string_node()) is string_node()  # other shapes: as is

@@ -18,7 +18,10 @@ determinise those members before the first mask.
 
 from __future__ import annotations
 
-from kor_cli.grammar.ast import Node
+import numpy as np
+
+from kor_cli.grammar.ast import Alt, Automaton, Bytes, Node, Product, Seq
+from kor_cli.grammar.fsm import ByteDFA, minimal
 from kor_cli.grammar.json_rule_walk import Call, container, size
 from kor_cli.grammar.json_rules import RuleBook
 
@@ -59,4 +62,61 @@ def extra_key(rules: RuleBook, key: Node, names: tuple[str, ...], pointer: str) 
     name = (pointer if "#" in pointer else "#" + pointer) + "/other-keys"
     # by identity: `key` is the rule's body, held by its builder and then `rules.bodies`
     # (never dropped), so its id is not reused while the entry lives
-    return rules.fixed(name, lambda: key, key=("other keys", id(key)))
+    return rules.fixed(name, lambda: _but_names(key), key=("other keys", id(key)))
+
+
+def _but_names(key: Node) -> Node:
+    """`key` as the automaton of its language when it is a DFA less a few literals (any
+    string but the names: `SchemaCompiler.other_key`), built directly (`_less`), else
+    `key` itself. Same minimal DFA (canonical: the same fingerprint) as `compile_ast`'s
+    product, which built the names' DFA, crossed the two and minimised the pairs: ~2 ms
+    for 100 states of names, on the first mask when a key may follow `{`."""
+    if not (isinstance(key, Product) and key.op == "diff" and isinstance(key.left, Automaton)):
+        return key
+    words = _literals(key.right)
+    return key if words is None else Automaton(_less(key.left.dfa, words))
+
+
+def _literals(node: Node) -> list[bytes] | None:
+    """The byte strings of an alternation of literals (`ast.literal`s), else None."""
+    out = []
+    for item in node.items if isinstance(node, Alt) else (node,):
+        items = item.items if isinstance(item, Seq) else (item,)
+        masks = [b.mask for b in items if isinstance(b, Bytes) and b.mask & (b.mask - 1) == 0]
+        if len(masks) != len(items) or not masks:
+            return None
+        out.append(bytes(m.bit_length() - 1 for m in masks))
+    return out
+
+
+def _less(dfa: ByteDFA, words: list[bytes]) -> ByteDFA:
+    """The minimal DFA of `dfa`'s language less `words`: `dfa`'s states as they are
+    (past the words' trie) and one state per trie node (its prefix read in `dfa`), whose
+    row is the `dfa` state's with the trie's bytes leading to the child nodes."""
+    table = dfa.transitions
+    base = len(table)  # trie node i is state base + i
+    at, final, edges = [dfa.start], [False], []  # per node: dfa state, a whole word
+    kids: list[dict[int, int]] = [{}]
+    for word in words:
+        node = 0
+        for byte in word:
+            child = kids[node].get(byte)
+            if child is None:
+                state = int(table[at[node], byte])
+                if not state:  # the dfa rejects this prefix: no word goes on here
+                    break
+                child = kids[node][byte] = len(at)
+                at.append(state)
+                final.append(False)
+                kids.append({})
+                edges.append((node, byte, child))
+            node = child
+        else:
+            final[node] = True
+    states = np.array(at, dtype=np.intp)
+    rows = np.concatenate((table, table[states]))
+    if edges:
+        node_of, byte_of, child_of = np.array(edges, dtype=np.intp).T
+        rows[base + node_of, byte_of] = base + child_of
+    accepting = np.concatenate((dfa.accepting, dfa.accepting[states] & ~np.array(final)))
+    return minimal(rows, accepting, base)
