@@ -375,7 +375,7 @@ def _with_others(
         walker.follow,
         at,
         walker.resolve,
-        (table.table, walker.crossing_table()),
+        walker.walk_arrays,
         final=table.final,
         first=others,
     )

@@ -303,7 +303,7 @@ class FrameMasks:
             walker.follow,
             at,
             walker.resolve,
-            (table.table, walker.crossing_table()),
+            walker.walk_arrays,
             final=table.final,
         )
         if split is not None:

@@ -54,6 +54,7 @@ START_LIMIT = 24_000  # at most this many tokens under a start state are walked 
 _ONE = [bytes((b,)) for b in range(256)]
 _CHAIN_MAX = 64  # the longest chain of forced states walked at once (`_walk_forced`)
 _FEW = 16  # fewer tokens read by bytes are set in their words one by one (no ufunc.at)
+Arrays = tuple[np.ndarray, np.ndarray]  # a rule's table, bool [states, 256] of what follows
 
 
 class RuleWalker:
@@ -107,6 +108,11 @@ class RuleWalker:
                     rows[state] = np.unpackbits(raw, bitorder="little").view(bool)
             self._crossing = rows
         return self._crossing
+
+    def walk_arrays(self) -> Arrays:
+        """`walk_state`'s `arrays` of this rule: its table and `crossing_table` (pass the
+        method: a walk makes them only where it walks tokens as arrays, which most never do)."""
+        return self._table.table, self.crossing_table()
 
     def entries(self, state: int) -> list[int]:
         """The bytes into a crossing state from the states `state` reaches by bytes."""
@@ -166,7 +172,7 @@ def walk_state(
     follow: Sequence[int],
     state: int,
     resolve: Callable[[int], int] | None = None,
-    arrays: tuple[np.ndarray, np.ndarray] | None = None,
+    arrays: Arrays | Callable[[], Arrays] | None = None,
     budget: int = BUDGET,
     dense: int = DENSE_BYTES,
     final: Sequence[bool] | None = None,
@@ -179,8 +185,9 @@ def walk_state(
     None when the start state reads more than `dense` bytes (and more than VECTOR_MAX tokens
     start with one) or the walk runs past `budget` steps (the caller uses `TokenIndex`).
     `arrays` (optional): the table as int32 [states, 256] and `follow` as bool [states, 256]
-    (may hold more bits): with them, the tokens under a prefix that leads to a state reading
-    more than `dense` bytes (an escape inside a string, then its body) are walked as one
+    (may hold more bits), or a function that makes them (called where they are read;
+    `RuleWalker.walk_arrays`): with them, the tokens under a prefix that leads to a state
+    reading more than `dense` bytes (an escape inside a string, then its body) are walked as one
     array, and so are the tokens under a start state that reads many bytes or makes the walk
     run past its budget, when at most START_LIMIT tokens start with a byte it reads (a UTF-8
     continuation, an escape).
@@ -203,8 +210,13 @@ def walk_state(
     elif len(nexts) <= dense or _few_start(sorted_.starts(), nexts):
         split = _walk(*walk_args, budget, dense, final, nexts)
     if split is None and arrays is not None:
-        split = _walk_start(sorted_, nexts, state, *arrays)
+        split = _walk_start(sorted_, nexts, state, *_made(arrays))
     return split
+
+
+def _made(arrays: Arrays | Callable[[], Arrays]) -> Arrays:
+    """`walk_state`'s arrays, made now when given as the function that makes them."""
+    return arrays() if callable(arrays) else arrays
 
 
 def _few_start(starts: Sequence[int], nexts: Sequence[int]) -> bool:
@@ -260,7 +272,7 @@ def _walk(
     follow: Sequence[int],
     state: int,
     resolve: Callable[[int], int] | None,
-    arrays: tuple[np.ndarray, np.ndarray] | None,
+    arrays: Arrays | Callable[[], Arrays] | None,
     budget: int,
     dense: int,
     final: Sequence[bool] | None = None,
@@ -355,7 +367,7 @@ def _walk(
             lo = last
     for (depth, at), ranges in dense_ranges.items():
         assert arrays is not None  # only with them are ranges put off
-        stay, crossed = walk_ranges(sorted_, sorted(ranges), depth, at, *arrays)
+        stay, crossed = walk_ranges(sorted_, sorted(ranges), depth, at, *_made(arrays))
         stays += stay
         singles += crossed
     return out
