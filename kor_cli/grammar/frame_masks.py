@@ -212,16 +212,23 @@ class FrameMasks:
                 extra.append(inner.escape_tokens)
         assert stays is not None  # `here` holds `state`
         called: np.ndarray | None = None  # the callees' escaping tokens, as words
-        if extra:
-            called = np.zeros(self.words, dtype="<u4")
-            for tokens in extra:
-                set_bits(called, tokens)
-            candidates = called.copy() if candidates is None else candidates | called
-        if candidates is not None:
-            candidates &= ~stays
-            ids_array = _ids(candidates, self.info.vocab_size)
+        through: np.ndarray | None = None  # which candidates those are (None: none)
+        if candidates is None and len(extra) == 1:  # a call state that reads no byte: the
+            ids_array = extra[0][~_has(stays, extra[0])]  # callee's escapes (no word scan)
+            through = np.ones(len(ids_array), dtype=bool)
+            if walked:
+                candidates = _words(ids_array, self.words)
         else:
-            ids_array = _NO_IDS
+            if extra:
+                called = np.zeros(self.words, dtype="<u4")
+                for tokens in extra:
+                    set_bits(called, tokens)
+                candidates = called.copy() if candidates is None else candidates | called
+            if candidates is not None:
+                candidates &= ~stays
+                ids_array = _ids(candidates, self.info.vocab_size)
+            else:
+                ids_array = _NO_IDS
         rows = [_less(walked, stays, candidates if len(ids_array) else None)] if walked else []
         if len(ids_array):
             self.candidates += len(ids_array)
@@ -235,8 +242,9 @@ class FrameMasks:
                     settled = np.ones(len(ids_array), dtype=bool)
                     where = np.zeros(len(ids_array), dtype=np.int64)
                 slow_rows = ~settled
-                if called is not None:
+                if through is None and called is not None:
                     through = _has(called, ids_array)
+                if through is not None:
                     if through.any():
                         slow_rows = decide_returns(
                             self, table, state, ids_array, through, settled, where, stays
