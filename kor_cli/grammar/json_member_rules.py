@@ -21,9 +21,10 @@ from __future__ import annotations
 import numpy as np
 
 from kor_cli.grammar.ast import Alt, Automaton, Bytes, Node, Product, Seq
-from kor_cli.grammar.fsm import ByteDFA, minimal
+from kor_cli.grammar.fsm import ByteDFA, empty_dfa
 from kor_cli.grammar.json_rule_walk import Call, container, size
 from kor_cli.grammar.json_rules import RuleBook
+from kor_cli.grammar.json_values import string_node
 
 KEY_STATES = 1  # the excluded names' estimated DFA states from which other keys are a rule
 OBJECT_NODES = 100  # an object's container values (AST nodes) from which they split
@@ -66,12 +67,12 @@ def extra_key(rules: RuleBook, key: Node, names: tuple[str, ...], pointer: str) 
 
 
 def _but_names(key: Node) -> Node:
-    """`key` as the automaton of its language when it is a DFA less a few literals (any
-    string but the names: `SchemaCompiler.other_key`), built directly (`_less`), else
-    `key` itself. Same minimal DFA (canonical: the same fingerprint) as `compile_ast`'s
-    product, which built the names' DFA, crossed the two and minimised the pairs: ~2 ms
-    for 100 states of names, on the first mask when a key may follow `{`."""
-    if not (isinstance(key, Product) and key.op == "diff" and isinstance(key.left, Automaton)):
+    """`key` as the automaton of its language when it is any string less a few literals
+    (`SchemaCompiler.other_key`), built directly (`_less`), else `key` itself. The same
+    minimal DFA (canonical: the same fingerprint) as `compile_ast`'s product, which built
+    the names' DFA, crossed the two and minimised the pairs: ~2 ms for 100 states of
+    names, on the first mask when a key may follow `{`."""
+    if not (isinstance(key, Product) and key.op == "diff" and key.left is string_node()):
         return key
     words = _literals(key.right)
     return key if words is None else Automaton(_less(key.left.dfa, words))
@@ -90,13 +91,14 @@ def _literals(node: Node) -> list[bytes] | None:
 
 
 def _less(dfa: ByteDFA, words: list[bytes]) -> ByteDFA:
-    """The minimal DFA of `dfa`'s language less `words`: `dfa`'s states as they are
-    (past the words' trie) and one state per trie node (its prefix read in `dfa`), whose
-    row is the `dfa` state's with the trie's bytes leading to the child nodes."""
+    """The minimal DFA of `dfa`'s language less `words`, `dfa` minimal. Its states are
+    `dfa`'s (past the words' trie) and the trie's nodes (a prefix read, in the `dfa` state
+    it leads to), merged bottom-up: the trie is a tree over `dfa`'s states, whose Nerode
+    classes are those states themselves, so a node's class is that of any state with its
+    acceptance and its successors' classes (children first), then numbered breadth-first
+    from the start in byte-class order, as `minimize` numbers."""
     table = dfa.transitions
-    base = len(table)  # trie node i is state base + i
-    at, final, edges = [dfa.start], [False], []  # per node: dfa state, a whole word
-    kids: list[dict[int, int]] = [{}]
+    at, final, kids = [dfa.start], [False], [{}]  # per trie node (its dfa state, ...)
     for word in words:
         node = 0
         for byte in word:
@@ -109,14 +111,50 @@ def _less(dfa: ByteDFA, words: list[bytes]) -> ByteDFA:
                 at.append(state)
                 final.append(False)
                 kids.append({})
-                edges.append((node, byte, child))
             node = child
         else:
             final[node] = True
-    states = np.array(at, dtype=np.intp)
-    rows = np.concatenate((table, table[states]))
-    if edges:
-        node_of, byte_of, child_of = np.array(edges, dtype=np.intp).T
-        rows[base + node_of, byte_of] = base + child_of
-    accepting = np.concatenate((dfa.accepting, dfa.accepting[states] & ~np.array(final)))
-    return minimal(rows, accepting, base)
+    class_of, reps = _classes(dfa, {b for k in kids for b in k})
+    rows = table[:, reps].tolist()  # the classes' rows; `dfa`'s states are classes 0..n-1
+    accepting = dfa.accepting.tolist()
+    sign = {(a, tuple(r)): s for s, (a, r) in enumerate(zip(accepting, rows, strict=True))}
+    cls = [0] * len(at)
+    for node in range(len(at) - 1, -1, -1):  # children were made after their parents
+        row = list(rows[at[node]])
+        for byte, child in kids[node].items():
+            row[class_of[byte]] = cls[child]
+        found = (accepting[at[node]] and not final[node], tuple(row))
+        cls[node] = sign.get(found, -1)
+        if cls[node] < 0:
+            cls[node] = sign[found] = len(rows)
+            rows.append(row)
+            accepting.append(found[0])
+    if not cls[0]:
+        return empty_dfa()
+    number, queue = {0: 0, cls[0]: 1}, [cls[0]]
+    for state in queue:
+        for target in dict.fromkeys(rows[state]):  # first occurrences, in class order
+            if target not in number:
+                number[target] = len(number)
+                queue.append(target)
+    renumber = np.zeros(len(rows), dtype=np.int32)
+    renumber[list(number)] = list(number.values())
+    table = np.zeros((len(queue) + 1, len(reps)), dtype=np.int32)
+    table[1:] = renumber[np.array([rows[s] for s in queue])]
+    columns = table[:, class_of]
+    final_states = np.array([False] + [accepting[s] for s in queue])
+    return ByteDFA.made(columns, final_states, 1, trimmed=True)
+
+
+def _classes(dfa: ByteDFA, split: set[int]) -> tuple[list[int], list[int]]:
+    """(class of each byte, lowest byte of each class): `dfa`'s byte classes with each
+    byte of `split` apart, ordered by their lowest byte (`ByteDFA.compressed`'s order)."""
+    old = dfa.compressed()[0].tolist()
+    ids: dict[tuple[int, int], int] = {}
+    class_of, reps = [], []
+    for byte, k in enumerate(old):
+        found = ids.setdefault((k, byte if byte in split else -1), len(ids))
+        if found == len(reps):
+            reps.append(byte)
+        class_of.append(found)
+    return class_of, reps
