@@ -357,8 +357,10 @@ def _walk(
                     todo.append((head, end, 1, flat[at << 8 | byte], 0))
             continue
         prefix = tokens[lo][:depth]
+        after = -1  # the byte past the last one bisected: its tokens start at `lo`
         for byte in nexts:
-            first = bisect_left(tokens, prefix + _ONE[byte], lo, hi)
+            first = lo if byte == after else bisect_left(tokens, prefix + _ONE[byte], lo, hi)
+            after = byte + 1
             if first == hi:
                 break
             last = bisect_left(tokens, prefix + _ONE[byte + 1], first, hi) if byte < 255 else hi
@@ -421,17 +423,21 @@ def _ranges_after(
     tokens: list[bytes], lo: int, hi: int, depth: int, bits: int, out: list[tuple[int, int]]
 ) -> int:
     """Add the ranges of the tokens in lo..hi (sharing a prefix of length `depth`, none of
-    that length) whose byte at `depth` is in `bits`; returns the bisections made."""
+    that length) whose byte at `depth` is in `bits`, one range per run of consecutive bytes
+    of `bits` (a value's digits, `\\t\\n`: two bisections a run, not a byte); returns the
+    runs bisected."""
     prefix = tokens[lo][:depth]
     made = 0
     while bits and lo < hi:
-        byte = (bits & -bits).bit_length() - 1
-        bits &= bits - 1
+        low = (bits & -bits).bit_length() - 1
+        run = bits >> low
+        high = low + (run ^ (run + 1)).bit_length() - 1  # past the run's last byte
+        bits &= -1 << high
         made += 1
-        first = bisect_left(tokens, prefix + _ONE[byte], lo, hi)
+        first = bisect_left(tokens, prefix + _ONE[low], lo, hi)
         if first == hi:
             break
-        last = bisect_left(tokens, prefix + _ONE[byte + 1], first, hi) if byte < 255 else hi
+        last = bisect_left(tokens, prefix + _ONE[high], first, hi) if high < 256 else hi
         if first < last:
             out.append((first, last))
         lo = last
