@@ -25,15 +25,15 @@ Loader = Callable[[str], Any]
 
 def sibling_loader(folder: str | Path) -> Loader:
     """A loader for `Resolver`: the parsed sibling file a URI names, or None."""
-    root = Path(folder)
-    cache: dict[str, Any] = {}
+    cache: dict[str, Any] = {}  # the folder's Path is made per reference to a sibling
+    # file (most compiles follow none), not per compile
 
     def load(uri: str) -> Any:
         parts = urlsplit(uri)
         name = parts.path.rsplit("/", 1)[-1]
         if parts.hostname not in LOCAL_HOSTS or not name or name.startswith("."):
             return None
-        return _read(root, [name, name + ".json"], cache)
+        return _read(Path(folder), [name, name + ".json"], cache)
 
     return load
 

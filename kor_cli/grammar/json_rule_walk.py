@@ -142,6 +142,7 @@ def container(node: Node) -> bool:
         elif isinstance(node, Product):
             node = node.left
         elif isinstance(node, Automaton):
-            return bool(node.dfa.transitions[node.dfa.start, [ord("["), ord("{")]].any())
+            row = node.dfa.transitions[node.dfa.start]  # two scalars: no fancy index
+            return bool(row[0x5B] or row[0x7B])  # `[`, `{`
         else:
             return True  # a call, or anything else: keep the size rule alone
