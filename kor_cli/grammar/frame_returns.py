@@ -245,9 +245,21 @@ class CallReader:
         start = self._starts.get(callee)
         if start is None:
             start = self._callee_frame(callee)
-        frame, stays_bytes, by_token = start
+        frame, stays_bytes, by_token, table = start
         if frame is None:
             return self._through(callee, ret, data, k, depth)
+        if table is not None:  # read by the callee's bytes up to its first call or end
+            flat, accepting, calls = table.flat, table.accepting, table.calls
+            q, at, n = table.start, k, len(data)
+            while True:
+                q = flat[q << 8 | data[at]]
+                at += 1
+                if not q:  # no way through the callee (the frame's escape rows say so too)
+                    return self._from(ret, data, k, depth + 1) if frame.ends else (False, 0)
+                if at == n:  # the callee's frame lives: the rest stays in it
+                    return True, 0
+                if accepting[q] or q in calls:
+                    break  # other ways: the callee's frame tells
         rest = data[k:]
         token = self._known.get(rest)
         if token is None:
@@ -331,15 +343,17 @@ class CallReader:
         lives."""
         frames = self._frames
         start = frames.stacks.table(callee).start
-        found: _Start = (None, b"", {})
+        found: _Start = (None, b"", {}, None)
         if (frames.same_rule(callee), start) not in frames.building:
             frame = frames.get(callee, start)
-            found = (frame, frame.stays.tobytes(), frame.offset_bits())
+            table = frames.stacks.table(callee)
+            plain = not (table.accepting[start] or start in table.calls)  # one way in
+            found = (frame, frame.stays.tobytes(), frame.offset_bits(), table if plain else None)
         self._starts[callee] = found
         return found
 
 
-_Start = tuple["FrameMask | None", bytes, dict[int, int]]
+_Start = tuple["FrameMask | None", bytes, dict[int, int], RuleTable | None]
 
 
 _NONE = np.zeros(0, dtype=np.int64)
