@@ -336,10 +336,9 @@ def _free_prefix(
 def _set_alone(sorted_: SortedTokens, covered: list[int], stays: np.ndarray) -> None:
     """Set in `stays` the one-byte tokens of the `covered` bytes (sorted, each read into a
     string body by bytes)."""
-    starts, ids, lengths = sorted_.starts(), sorted_.ids, sorted_.matrix()[0]
+    ids, starts = sorted_.alone()
     for lo, hi in _runs(covered):
-        lo, hi = starts[lo], starts[hi]
-        set_bits(stays, ids[lo:hi][lengths[lo:hi] == 1])
+        set_bits(stays, ids[starts[lo] : starts[hi]])
 
 
 def _free(walker: RuleWalker, state: int) -> bool:

@@ -53,6 +53,7 @@ class SortedTokens:
         self._matrix: tuple[np.ndarray, np.ndarray] | None = None
         self._positions: np.ndarray | None = None
         self._plain: np.ndarray | None = None
+        self._alone: tuple[np.ndarray, list[int]] | None = None
 
     @property
     def tokens(self) -> list[bytes]:
@@ -69,6 +70,22 @@ class SortedTokens:
             tokens = self.tokens
             self._starts = [bisect_left(tokens, _ONE[b]) for b in range(256)] + [len(tokens)]
         return self._starts
+
+    def alone(self) -> tuple[np.ndarray, list[int]]:
+        """The ids of the one-byte tokens, by byte, and 257 positions into them: where
+        those of byte b begin (made once per tokenizer)."""
+        if self._alone is None:
+            starts, tokens = self.starts(), self.tokens
+            found: list[int] = []  # sorted positions: a byte's one-byte tokens come first
+            bounds = [0]
+            for byte in range(256):
+                at = starts[byte]
+                while at < starts[byte + 1] and len(tokens[at]) == 1:
+                    found.append(at)
+                    at += 1
+                bounds.append(len(found))
+            self._alone = self.ids[np.asarray(found, dtype=np.int64)], bounds
+        return self._alone
 
     def matrix(self) -> tuple[np.ndarray, np.ndarray]:
         """Every token's length and its first WIDTH bytes as a zero-padded uint8 matrix
