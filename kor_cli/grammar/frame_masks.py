@@ -414,8 +414,10 @@ def _has(words: np.ndarray, ids: np.ndarray) -> np.ndarray:
 
 def _offset_rows(tokens: np.ndarray, where: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
     """Escape rows of tokens from their offset bits (bit k: escapes before byte k)."""
-    if not len(tokens):
+    escaping = np.flatnonzero(where)  # most candidates only stay or are dead: no bits
+    if not len(escaping):
         return []
+    tokens, where = tokens[escaping], where[escaping]
     # bit k of each token's `where` (k = 1..WIDTH-1), offset major: rows by offset, then
     # tokens in their order (one flat nonzero of bools: a 2-D one of int64 is ~3x slower)
     size = len(tokens)
@@ -442,6 +444,8 @@ def _ids(words: np.ndarray, vocab_size: int) -> np.ndarray:
     Both searches run over bools: numpy's nonzero of a bool array is ~5x faster than of
     uint32 words or unpacked uint8 bits (4,748 words: ~2.5 us, not ~13)."""
     nonzero = np.flatnonzero(words != 0)
+    if not len(nonzero):
+        return _NO_IDS
     bits = np.flatnonzero(
         np.unpackbits(words[nonzero].view(np.uint8), bitorder="little").view(bool)
     )

@@ -86,9 +86,8 @@ def decide_returns(
     returns which of `ids` the simulation must read."""
     open_ = np.flatnonzero(through & settled)
     settled[through] = False  # decided below, or left to the simulation
-    slow = ~settled
     if not len(open_):
-        return slow
+        return ~settled
     pairs = table.calls[state]
     outcome = returns_of(frames, table, *pairs[0])
     if len(pairs) > 1:  # a token's first deciding way wins, as the callees are read in order
@@ -98,15 +97,26 @@ def decide_returns(
                 known = outcome.get(token, 0)
                 if known >= 0:
                     outcome[token] = found if found < 0 else known | found
-    codes = np.asarray([outcome.get(t, 0) for t in ids[open_].tolist()], dtype=np.int64)
-    decided = codes != UNDECIDED
-    rows = open_[decided]
-    slow[rows] = False
-    staying = codes[decided] == STAYING
-    set_bits(stays, ids[rows[staying]])
-    rows, codes = rows[~staying], codes[decided][~staying]
-    settled[rows] = True
-    where[rows] |= codes
+    ending: list[int] = []  # rows decided not to stay (escaping where `bits` say, or dead)
+    escaping: list[int] = []  # those with offset bits, and the bits
+    bits: list[int] = []
+    staying: list[int] = []  # rows that stay
+    for row, token in zip(open_.tolist(), ids[open_].tolist(), strict=True):
+        code = outcome.get(token, 0)
+        if code >= 0:
+            ending.append(row)
+            if code:
+                escaping.append(row)
+                bits.append(code)
+        elif code == STAYING:
+            staying.append(row)
+    settled[ending] = True
+    if escaping:
+        where[escaping] |= np.asarray(bits, dtype=np.int64)
+    slow = ~settled
+    if staying:
+        slow[staying] = False
+        set_bits(stays, ids[staying])
     return slow
 
 
