@@ -64,11 +64,28 @@ def containers(inner: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
                   st.integers(0, 2)),
         st.builds(lambda c, lo, u: {"type": "array", "items": c, "minItems": lo,
                                     "uniqueItems": u}, inner, st.integers(1, 2), st.booleans()),
+        st.builds(lambda o, n: {**o, "not": n}, st.builds(_object, props, required, extra),
+                  st.one_of(inner, containers_of(inner))),
+        st.builds(lambda o, i, t, e: {**o, "if": i, "then": t, "else": e},
+                  st.builds(_object, props, required, extra),
+                  st.one_of(inner, containers_of(inner)), inner, inner),
         st.builds(lambda o, d, n: {**o, "dependentRequired": d, "propertyNames": n},
                   st.builds(_object, props, required, extra),
                   st.dictionaries(st.sampled_from(NAMES), st.lists(st.sampled_from(NAMES))),
                   st.sampled_from([True, {"maxLength": 1}, {"pattern": "^a"}])),
     )  # fmt: skip
+
+
+def containers_of(inner: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
+    """Objects a `not` may refuse or not: required, forbidden or counted names, types."""
+    props = st.dictionaries(st.sampled_from(NAMES), st.one_of(inner, st.just(False)), max_size=2)
+    required = st.lists(st.sampled_from([*NAMES, "d"]), max_size=2, unique=True)
+    return st.one_of(
+        st.builds(lambda p, r: {"properties": p, "required": r}, props, required),
+        st.builds(lambda n: {"maxProperties": n}, st.integers(0, 2)),
+        st.builds(lambda n: {"minProperties": n}, st.integers(1, 3)),
+        st.sampled_from([{"type": "string"}, {"type": ["object", "null"]}, True, False]),
+    )
 
 
 def _object(props: dict[str, Any], required: list[str], extra: Any) -> dict[str, Any]:

@@ -9,7 +9,11 @@ optional declared ones too, up to `minProperties`) obviously have one, an empty 
 `minItems` copies of an item), a string (a `pattern`'s: its small DFA, compiled as the
 compiler compiles it, says; or one of a format), an integer within the bounds, a literal of
 the enum, an `anyOf` branch that has one beside the rest (the compiler's union of cases), a
-`oneOf` branch whose witness object every other branch surely refuses (`_exclusive`).
+`oneOf` branch whose witness object every other branch surely refuses (`_exclusive`), an
+object beside a `not` whose schema surely refuses an object of its member names (a
+required name it lacks, a name it forbids, a count, a type: rust-toolchain's `oneOf` of a
+`not` and a `required`), an `if` by cases (a value of `if` and `then`, or one of `else`
+beside a `not` of `if`); under those products, no deeper than recursion is unrolled.
 
 `Witness.exists(schemas)` says True only when it finds such a value from the schemas
 alone, under the compiler's own semantics (closed objects: a required member must be
@@ -42,9 +46,10 @@ _KNOWN = frozenset({
     "allOf", "items", "prefixItems", "maxItems", "uniqueItems", "minLength", "maxLength",
     "maxProperties", "pattern", "anyOf", "patternProperties", "minimum", "maximum", "oneOf",
     "minProperties", "minItems", "format", "propertyNames", "dependencies", "dependentRequired",
-    "dependentSchemas",
+    "dependentSchemas", "not", "if",
 })  # fmt: skip
 _DEPENDENT = ("dependencies", "dependentRequired", "dependentSchemas")
+_CONDITION = ("if", "then", "else")
 _NAMES = {"number": {"integer", "fraction"}}
 _ALL = frozenset({"null", "boolean", "integer", "fraction", "string", "array", "object"})
 _TYPE_NAMES = frozenset({"null", "boolean", "integer", "number", "string", "array", "object"})
@@ -91,6 +96,8 @@ class Witness:
         for index, schema in enumerate(found):
             key = "anyOf" if "anyOf" in schema else "oneOf" if "oneOf" in schema else None
             if key is None:
+                if "if" in schema:
+                    return self._condition(found, index, depth)
                 continue
             branches = schema[key]
             if not isinstance(branches, list):
@@ -108,6 +115,27 @@ class Witness:
                     return True
             return False
         return self._decide(found, depth)
+
+    def _condition(self, found: list[dict[str, Any]], index: int, depth: int) -> bool:
+        """`found` with the `if` of `found[index]` resolved by cases: a value of `if` and
+        `then`, or one of `else` that `if` surely refuses (a `not`), joined to the rest."""
+        if self._exact_depth is None:  # compiled as a product (`_exclusive`)
+            return False
+        depth = max(depth, self._exact_depth)
+        schema = found[index]
+        rest = [*found[:index], {k: v for k, v in schema.items() if k not in _CONDITION}]
+        rest += found[index + 1 :]
+        test, then = self._flatten([schema["if"]]), self._flatten([schema["then"]])
+        otherwise = self._flatten([schema["else"]])
+        cases = [test + then if test is not None and then is not None else None]
+        cases.append(otherwise + [{"not": schema["if"]}] if otherwise is not None else None)
+        for extra in cases:
+            self._branches -= 1
+            if self._branches < 0:
+                return False
+            if extra is not None and self._cases(rest + extra, depth):
+                return True
+        return False
 
     def _decide(self, found: list[dict[str, Any]], depth: int) -> bool:
         """`exists` for schema objects without `anyOf`."""
@@ -137,6 +165,8 @@ class Witness:
             kept = {k: v for k, v in schema.items() if draft.known(k) and k not in ANNOTATIONS}
             if not set(kept) <= _KNOWN:
                 return None
+            if "if" in kept:  # its `then`/`else` (annotations alone) with it
+                kept["then"], kept["else"] = schema.get("then", True), schema.get("else", True)
             out[id(schema)] = kept
             if "$ref" in kept:
                 try:
@@ -162,7 +192,10 @@ class Witness:
 
     def _of_type(self, kind: str, found: list[dict[str, Any]], keys: set[str], depth: int) -> bool:
         """A value of `kind` satisfies `found`: null, false, 0, a string (of its patterns: the
-        compiler's own strings, compiled), an empty array, an object of the required members."""
+        compiler's own strings, compiled), an empty array, an object of the required members
+        (the only kind a `not` is read for, see `_members`)."""
+        if kind != "object" and any("not" in s for s in found):
+            return False
         if kind == "string":
             low = max((s.get("minLength", 0) for s in found), default=0)
             highs = [s["maxLength"] for s in found if "maxLength" in s]
@@ -219,7 +252,7 @@ class Witness:
             if extra is None:
                 continue
             mine = rest + extra
-            if any(k in s for s in mine for k in ("anyOf", "oneOf", "enum", "const")):
+            if any(k in s for s in mine for k in ("anyOf", "oneOf", "enum", "const", "if")):
                 continue
             if not all("object" in _types(s["type"]) for s in mine if "type" in s):
                 continue
@@ -259,7 +292,12 @@ class Witness:
         """The member names of a witness object of `found` (None: unknown): the required
         members, then (for `minProperties`) optional ones every schema that names members
         declares, in order, each with a value of its own; none a dependency's trigger, none
-        at all under `propertyNames`."""
+        at all under `propertyNames`; each `not` beside them surely refusing an object of
+        exactly these names (`_refuses`), whatever their values."""
+        if any("not" in s for s in found):  # a product: recursion unrolled (`_exclusive`)
+            if self._exact_depth is None:
+                return None
+            depth = max(depth, self._exact_depth)
         required: dict[str, None] = {}
         for schema in found:
             names = schema.get("required", [])
@@ -312,7 +350,10 @@ class Witness:
             return None
         if required and any("propertyNames" in s for s in found):
             return None  # propertyNames holds for no member; names are not checked here
-        return frozenset(required)
+        names = frozenset(required)
+        if not all(self._refuses(s["not"], names) for s in found if "not" in s):
+            return None  # a `not` holds when its schema surely refuses these names
+        return names
 
     @staticmethod
     def _optional(found: list[dict[str, Any]], required: dict[str, None]) -> list[str]:
