@@ -30,6 +30,8 @@ from kor_cli.grammar.ast import (
     repeat,
     seq,
 )
+from kor_cli.grammar.call_classes import Marks, build_with_calls
+from kor_cli.grammar.call_markers import MARK
 from kor_cli.grammar.dfa_cache import cached, remember
 from kor_cli.grammar.distinct import distinct
 from kor_cli.grammar.limits import check
@@ -48,7 +50,10 @@ class ByteDFA:
     `transitions`: int32 [num_states, 256]; state 0 is the dead state (all transitions to
     0, never accepting). `accepting`: bool [num_states]. `start`: never 0. `trimmed`: the
     builder vouches that every state but 0 can reach an accepting state (minimal DFAs), so
-    a token index need not compute which states are live.
+    a token index need not compute which states are live. `marks` (a rule body's DFA built
+    with calls as symbols, else None): its call markers as `rules.split_calls` reads them
+    (state -> its (callee, return state) pairs, callees ascending; the states inside
+    markers).
     """
 
     __slots__ = (
@@ -59,6 +64,7 @@ class ByteDFA:
         "_edges",
         "_fingerprint",
         "trimmed",
+        "marks",
         "__weakref__",
     )
 
@@ -80,6 +86,7 @@ class ByteDFA:
         self._compressed: tuple[np.ndarray, list[int], np.ndarray] | None = None
         self._edges: list[list[tuple[int, int]]] | None = None
         self._fingerprint: str | None = None
+        self.marks: Marks | None = None
 
     @classmethod
     def made(
@@ -94,7 +101,7 @@ class ByteDFA:
             start,
             trimmed,
         )
-        out._compressed = out._edges = out._fingerprint = None
+        out._compressed = out._edges = out._fingerprint = out.marks = None
         return out
 
     @property
@@ -260,7 +267,18 @@ def _build(node: Node, max_states: int) -> ByteDFA:
             for dfa in dfas:
                 union = product(union, dfa, "or", max_states)
             return union
-    class_of, class_masks = byte_classes(leaf_masks(node))
+    automata: set[int] = set()
+    masks = leaf_masks(node, automata)
+    if 1 << MARK in masks or 1 << MARK in automata:  # call markers: each call one symbol
+        built = build_with_calls(node, masks, automata, max_states)
+        if built is not None:
+            table, accepting, start, marks = built
+            if not start:
+                return empty_dfa()
+            out = ByteDFA.made(table, accepting, start, trimmed=True)
+            out.marks = marks
+            return out
+    class_of, class_masks = byte_classes(masks | automata)
     nfa = NFA(class_masks, 10 * max_states, class_of.tolist())
     start = nfa.new()
     accept = nfa.build(node, start)

@@ -9,13 +9,14 @@ can reach the accept state, because the AST constructors remove the empty langua
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from kor_cli.errors import GrammarError
 from kor_cli.grammar.ast import Alt, Automaton, Bytes, Join, Node, Product, Repeat, Seq, children
+from kor_cli.grammar.call_markers import BASE, DIGIT0, MARK, WIDTH
 from kor_cli.grammar.limits import check
 
 if TYPE_CHECKING:
@@ -28,9 +29,11 @@ def automaton_byte_sets(node: Automaton) -> list[int]:
     return masks
 
 
-def leaf_masks(root: Node) -> set[int]:
-    """Every distinct byte mask used by the leaves of `root`."""
+def leaf_masks(root: Node, automata: set[int] | None = None) -> set[int]:
+    """Every distinct byte mask used by the leaves of `root` (those of embedded automata'
+    classes in `automata` instead, if given)."""
     masks: set[int] = set()
+    automata = masks if automata is None else automata
     seen: set[int] = set()
     stack = [root]
     while stack:
@@ -44,7 +47,7 @@ def leaf_masks(root: Node) -> set[int]:
         if isinstance(node, (Seq, Alt)):
             stack.extend(node.items)
         elif isinstance(node, Automaton):
-            masks.update(automaton_byte_sets(node))
+            automata.update(automaton_byte_sets(node))
         else:
             stack.extend(_children(node))
     return masks
@@ -100,9 +103,17 @@ class NFA:
     """A Thompson NFA under construction; `build(node, src)` returns the exit state."""
 
     def __init__(
-        self, class_masks: list[int], limit: int, byte_class: list[int] | None = None
+        self,
+        class_masks: list[int],
+        limit: int,
+        byte_class: list[int] | None = None,
+        calls: int = 0,
     ) -> None:
-        """`byte_class` (optional): the class of each byte, as `byte_classes` gives it."""
+        """`byte_class` (optional): the class of each byte, as `byte_classes` gives it.
+        `calls` (call mode, if not 0): each call marker (`call_markers`) is one
+        transition on a class of its own, class `len(class_masks) + callees[callee]`
+        (callees numbered as met); a marker byte anywhere else, or more than about
+        `calls` states, raises `NotMarked`."""
         self.class_masks = class_masks
         self.limit = limit
         self.edges: list[list[tuple[int, int]]] = []
@@ -111,6 +122,13 @@ class NFA:
         self._embedded: dict[int, tuple[list[list[tuple[int, int]]], list[int]]] = {}
         self._reps: np.ndarray | None = None  # one byte of each class
         self._heads: int | None = None  # the lowest byte of each class, as a mask
+        self.callees: dict[int, int] | None = None  # call mode: callee -> its class - base
+        self.marked = 0  # call mode: markers read as one transition (each WIDTH + 1 bytes)
+        if calls:  # markers' bytes: a lead byte (_LEAD), digits (_DIGIT), not classes
+            self.callees = {}
+            self.limit = min(limit, calls)
+            self._memo[1 << MARK] = _LEAD
+            self._memo.update((1 << (DIGIT0 + d), _DIGIT) for d in range(BASE))
         self._byte_class = byte_class
         self._next_check = 0
 
@@ -127,6 +145,8 @@ class NFA:
         size = len(self.edges)
         check()
         if size + count > self.limit:
+            if self.callees is not None:
+                raise NotMarked  # call mode: large (built over bytes instead)
             raise GrammarError(
                 f"grammar too large: more than {self.limit} NFA states "
                 "(reduce repetition counts, lengths or nesting)"
@@ -140,6 +160,8 @@ class NFA:
             byte = byte_mask.bit_length() - 1
             found = self._memo[byte_mask] = 1 << self._class_of()[byte]
         elif found is None:  # the classes whose lowest byte it holds (the partition refines it)
+            if self.callees is not None and byte_mask >> MARK:
+                raise NotMarked  # marker bytes in a byte set
             heads = self._heads
             if heads is None:
                 heads = self._heads = sum(cls & -cls for cls in self.class_masks)
@@ -169,21 +191,27 @@ class NFA:
 
     def build(self, node: Node, src: int) -> int:
         if type(node) is Bytes:
+            found = self.classes_of(node.mask)
+            if found < 0:  # a marker's byte alone
+                raise NotMarked
             dst = self.new()
-            self.edges[src].append((self.classes_of(node.mask), dst))
+            self.edges[src].append((found, dst))
             return dst
         if type(node) is Seq:
             edges = self.edges
-            for item in node.items:
+            items = iter(node.items)
+            for item in items:
                 if type(item) is Bytes:  # most items: a byte leaf, added here (no call)
+                    found = self._memo.get(item.mask)
+                    if found is None:
+                        found = self.classes_of(item.mask)
+                    elif found < 0:
+                        found = self._call(found, items)
                     dst = len(edges)
                     if dst >= self._next_check:
                         self._guard(1)
                     edges.append([])
                     self.eps.append([])
-                    found = self._memo.get(item.mask)
-                    if found is None:
-                        found = self.classes_of(item.mask)
                     edges[src].append((found, dst))
                     src = dst
                 else:
@@ -201,6 +229,25 @@ class NFA:
         if isinstance(node, Automaton):
             return self._automaton(node, src)
         raise TypeError(f"cannot build an NFA from {type(node).__name__}")
+
+    def _call(self, found: int, items: Iterator[Node]) -> int:
+        """The class of the call whose marker's lead byte was just read (`found`): its
+        digits are the next `WIDTH` items."""
+        if found != _LEAD:
+            raise NotMarked
+        callee = 0
+        for _ in range(WIDTH):
+            item = next(items, None)
+            if type(item) is not Bytes or self._memo.get(item.mask) != _DIGIT:
+                raise NotMarked
+            callee = callee * BASE + item.mask.bit_length() - 1 - DIGIT0
+        self.marked += 1
+        return self._callee_class(callee)
+
+    def _callee_class(self, callee: int) -> int:
+        """The class mask of a call to `callee` (call mode)."""
+        assert self.callees is not None
+        return 1 << (len(self.class_masks) + self.callees.setdefault(callee, len(self.callees)))
 
     def _fresh(self, src: int) -> int:
         state = self.new()
@@ -326,18 +373,38 @@ class NFA:
 
     def _embedding(self, dfa: ByteDFA) -> tuple[list[list[tuple[int, int]]], list[int]]:
         """Class-mask edges of the DFA's states 1.. and its accepting states: a small DFA's
-        from its (cached) byte-mask edges, a large one's vectorised (`_table_edges`)."""
+        from its (cached) byte-mask edges, a large one's vectorised (`_table_edges`). In
+        call mode a DFA built so (`marks`) has its calls as call-class edges, the states
+        inside its markers none; another that reads a marker byte raises `NotMarked`."""
         found = self._embedded.get(id(dfa))
         if found is None:
+            marks = dfa.marks if self.callees is not None else None
+            inside = marks[1] if marks is not None else ()
             if dfa.num_states <= _EDGES_SIZE:
-                for row in dfa.edges():
-                    for m, _ in row:
-                        if m not in self._memo:
-                            self.classes_of(m)
                 memo = self._memo
-                rows = [[(memo[m], t) for m, t in row] for row in dfa.edges()[1:]]
+                rows = []
+                for s, row in enumerate(dfa.edges()[1:], 1):
+                    out = []
+                    for m, t in row if s not in inside else ():
+                        if t not in inside:  # (a marker's lead byte: its calls below)
+                            found_m = memo.get(m)
+                            if found_m is None:
+                                found_m = self.classes_of(m)
+                            if found_m < 0:
+                                raise NotMarked  # a marker byte inside an automaton
+                            out.append((found_m, t))
+                    rows.append(out)
             else:
+                if self.callees is not None and marks is None:
+                    if dfa.transitions[:, MARK:].any():
+                        raise NotMarked
                 rows = self._table_edges(dfa)
+            if marks is not None:
+                if dfa.num_states > _EDGES_SIZE:  # marker bytes read as a class: dropped
+                    rows = [[x for x in row if x[1] not in inside] for row in rows]
+                    rows = [[] if s in inside else row for s, row in enumerate(rows, 1)]
+                for s, pairs in marks[0].items():
+                    rows[s - 1] += [(self._callee_class(c), t) for c, t in pairs]
             found = self._embedded[id(dfa)] = (rows, np.flatnonzero(dfa.accepting).tolist())
         return found
 
@@ -357,6 +424,15 @@ class NFA:
             for pair, mask in zip(pairs, _or_of_bits(cls, starts), strict=True):
                 rows[pair // dfa.num_states].append((mask, pair % dfa.num_states))
         return rows
+
+
+_LEAD = -1  # `classes_of` in call mode: a marker's lead byte
+_DIGIT = -2  # and a digit
+
+
+class NotMarked(Exception):
+    """Call mode met a marker byte outside a well-formed marker (the caller builds the
+    NFA over bytes instead)."""
 
 
 _EDGES_SIZE = 256  # embedded DFAs up to this size are read off their (cached) byte-mask edges

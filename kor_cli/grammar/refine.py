@@ -37,6 +37,33 @@ def canonical_blocks(
 ) -> tuple[list[int], list[int]] | None:
     """(new number of each state, 0 for dead ones; one representative state per new
     number 1.., in order) of the minimal DFA, or None if `start` cannot accept."""
+    found = live_blocks(rows, accepting, start)
+    if found is None:
+        return None
+    rows, block = found
+    number = {block[start]: 1}
+    reps = [start]
+    for s in reps:
+        row = rows[s]
+        if len(row) > 1:  # targets by their lowest class (the masks are disjoint)
+            for _, t in sorted([(m & -m, t) for t, m in row.items()]):
+                if block[t] not in number:
+                    number[block[t]] = len(reps) + 1
+                    reps.append(t)
+        else:
+            for t in row:
+                if block[t] not in number:
+                    number[block[t]] = len(reps) + 1
+                    reps.append(t)
+    get = number.get
+    return [get(b, 0) if b >= 0 else 0 for b in block], reps
+
+
+def live_blocks(
+    rows: list[dict[int, int]], accepting: Sequence[bool], start: int
+) -> tuple[list[dict[int, int]], list[int]] | None:
+    """(the rows without transitions into dead states, the Nerode block of each state,
+    -1 for dead ones), or None if `start` cannot accept."""
     n = len(rows)
     preds: list[list[int]] = [[] for _ in range(n)]
     for s, row in enumerate(rows):
@@ -62,23 +89,7 @@ def canonical_blocks(
         return None
     if preds[0] or not all(live[1:]):  # transitions into dead states are dropped
         rows = [{t: m for t, m in row.items() if live[t]} for row in rows]
-    block = _refine(rows, preds, depth)
-    number = {block[start]: 1}
-    reps = [start]
-    for s in reps:
-        row = rows[s]
-        if len(row) > 1:  # targets by their lowest class (the masks are disjoint)
-            for _, t in sorted([(m & -m, t) for t, m in row.items()]):
-                if block[t] not in number:
-                    number[block[t]] = len(reps) + 1
-                    reps.append(t)
-        else:
-            for t in row:
-                if block[t] not in number:
-                    number[block[t]] = len(reps) + 1
-                    reps.append(t)
-    get = number.get
-    return [get(b, 0) if b >= 0 else 0 for b in block], reps
+    return rows, _refine(rows, preds, depth)
 
 
 def _refine(rows: list[dict[int, int]], preds: list[list[int]], depth: list[int]) -> list[int]:

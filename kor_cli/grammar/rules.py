@@ -48,13 +48,10 @@ import numpy as np
 
 from kor_cli.errors import GrammarError
 from kor_cli.grammar.ast import Node, literal
+from kor_cli.grammar.call_markers import BASE, DIGIT0, MARK, WIDTH
 from kor_cli.grammar.fsm import ByteDFA, compile_ast
 from kor_cli.grammar.shared_rules import shared_rule
 
-MARK = 0xF8  # first byte of a call marker
-DIGIT0 = 0xF9  # digit d of a marker is the byte DIGIT0 + d
-BASE = 7
-WIDTH = 6
 MAX_RULES = BASE**WIDTH  # rule ids are 0 .. MAX_RULES - 1
 _FORMAT = "kor-rules-v1"
 _RAW_HIGH = (
@@ -124,7 +121,8 @@ _split_memo: weakref.WeakKeyDictionary[ByteDFA, Rule] = weakref.WeakKeyDictionar
 
 def _split(dfa: ByteDFA) -> Rule:
     table = np.asarray(dfa.transitions, dtype=np.int32)
-    found, inside, reads_digits = _markers(table)
+    marks = getattr(dfa, "marks", None)  # the builder's (`fsm.ByteDFA`), or read here
+    found, inside, reads_digits = (*marks, ()) if marks is not None else _markers(table)
     if getattr(dfa, "trimmed", False):
         # minimal: every state is reachable, so by bytes and returns all but the markers'
         keep = [s for s in range(1, len(table)) if s not in inside]
