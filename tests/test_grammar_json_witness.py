@@ -80,12 +80,14 @@ def containers_of(inner: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
     """Objects a `not` may refuse or not: required, forbidden or counted names, types."""
     props = st.dictionaries(st.sampled_from(NAMES), st.one_of(inner, st.just(False)), max_size=2)
     required = st.lists(st.sampled_from([*NAMES, "d"]), max_size=2, unique=True)
-    return st.one_of(
+    simple = st.one_of(
         st.builds(lambda p, r: {"properties": p, "required": r}, props, required),
         st.builds(lambda n: {"maxProperties": n}, st.integers(0, 2)),
         st.builds(lambda n: {"minProperties": n}, st.integers(1, 3)),
         st.sampled_from([{"type": "string"}, {"type": ["object", "null"]}, True, False]),
     )
+    cases = st.lists(st.one_of(simple, inner), min_size=1, max_size=3)
+    return st.one_of(simple, cases.map(lambda c: {"anyOf": c}), cases.map(lambda c: {"oneOf": c}))
 
 
 def _object(props: dict[str, Any], required: list[str], extra: Any) -> dict[str, Any]:

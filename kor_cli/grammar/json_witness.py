@@ -40,6 +40,7 @@ MAX_SCHEMAS = 64  # schema objects in one conjunction (through $ref/allOf) looke
 MAX_DEPTH = 8  # nested required members followed
 _BOUND = 1e15  # numeric bounds read (larger ones: unknown)
 MAX_BRANCHES = 32  # `anyOf` branches tried in one proof
+MAX_REFUSAL = 4  # nested `anyOf`/`oneOf` levels a refusal looks into
 
 _KNOWN = frozenset({
     "type", "enum", "const", "properties", "required", "additionalProperties", "$ref",
@@ -262,14 +263,20 @@ class Witness:
                 return True
         return False
 
-    def _refuses(self, branch: Any, keys: frozenset[str]) -> bool:
+    def _refuses(self, branch: Any, keys: frozenset[str], depth: int = 0) -> bool:
         """`branch` surely refuses every object whose member names are exactly `keys`: it
         is false, or one of its schema objects allows no object, requires another name,
-        forbids one of `keys` or bounds the count of members past them."""
+        forbids one of `keys`, bounds the count of members past them, or has an `anyOf` or
+        `oneOf` each branch of which refuses them (`MAX_REFUSAL` levels of those)."""
         if branch is False:
             return True
         found = self._flatten([branch])
         for schema in found or ():
+            for key in ("anyOf", "oneOf"):
+                cases = schema.get(key)
+                if depth < MAX_REFUSAL and isinstance(cases, list):
+                    if all(self._refuses(case, keys, depth + 1) for case in cases):
+                        return True
             kinds = schema.get("type", "object")
             kinds = [kinds] if isinstance(kinds, str) else kinds
             known = isinstance(kinds, list) and all(k in _TYPE_NAMES for k in map(str, kinds))
