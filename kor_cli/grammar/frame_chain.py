@@ -51,18 +51,22 @@ class _TrieReads:
 
 _READS: dict[int, _TrieReads] = {}  # by id of the trie (held by the value)
 _MAX_TRIES = 4
+_LAST: list[tuple[TokenizerInfo, _TrieReads]] = []  # the latest tokenizer asked for
 _ONE = [bytes([byte]) for byte in range(256)]
 _NODES = 16  # trie nodes with children a walk visits before it leaves the frame to the split
 _FIRSTS = 12  # bytes a state reads at most to be walked here (a number or a body reads more)
 
 
 def _reads(info: TokenizerInfo) -> _TrieReads:
+    if _LAST and _LAST[0][0] is info:  # a compile's frames ask for one's, dozens of times
+        return _LAST[0][1]
     trie = token_trie(info)
     found = _READS.get(id(trie))
     if found is None:
         if len(_READS) >= _MAX_TRIES:
             _READS.pop(next(iter(_READS)))
         found = _READS[id(trie)] = _TrieReads(trie)
+    _LAST[:] = [(info, found)]
     return found
 
 
