@@ -6,10 +6,12 @@ determinised and minimised once per occurrence. `structure(node)` gives every no
 small integer that is equal for structurally equal trees (leaf masks, shapes, bounds,
 embedded automata by their fingerprint), so `fsm` compiles each distinct tree once.
 
-Ids come from a counter and are never reused: forgetting the intern table (when it grows
-past its bound) only costs cache misses, never a wrong hit. A node keeps its id in its own
-`__dict__` (nodes are immutable; a weak table's reads and writes cost far more); AST nodes
-are never pickled, so an id never reaches another process's counter.
+Ids come from a counter and are never reused, so an id never makes a wrong hit. A node
+keeps its id in its own `__dict__` (nodes are immutable; a weak table's reads and writes
+cost far more); AST nodes are never pickled, so an id never reaches another process's
+counter. A node outlives the intern table (`shared_rules` nodes, `copy.deepcopy`, which
+copies the `__dict__`): ids below `_floor`, given before the table was last forgotten, are
+stale and renumbered on their next use, so equal trees get equal ids again.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ _MAX_CACHED_STATES = 400_000  # DFA states kept by the cache (about 1 KiB each)
 _ID = "_structure"  # the attribute (in its __dict__) that holds a node's id
 _interned: dict[tuple[Any, ...], int] = {}
 _counter = itertools.count(1)
+_floor = 1  # ids below it were given before the intern table was last forgotten
 _dfas: OrderedDict[tuple[int, int], ByteDFA] = OrderedDict()
 _cached_states = 0
 
@@ -56,13 +59,13 @@ def _key(node: Node, known: dict[int, int]) -> tuple[Any, ...]:
 def structure(root: Node) -> int:
     """An id equal for structurally equal trees (iterative: trees nest deeply). Nodes met
     in this call are numbered by `id` (the root keeps them alive); a node numbered before
-    holds its id (`_ID`); byte leaves (most nodes) are interned by their mask, never
-    marked."""
+    holds its id (`_ID`) unless it is stale (below `_floor`); byte leaves (most nodes) are
+    interned by their mask, never marked."""
     found = root.__dict__.get(_ID)
-    if found is not None:
+    if found is not None and found >= _floor:
         return found
     if len(_interned) > _MAX_INTERNED:
-        _interned.clear()
+        _forget()
     known: dict[int, int] = {}
     stack = [root]
     while stack:
@@ -82,7 +85,7 @@ def structure(root: Node) -> int:
                 known[id(child)] = number
             else:
                 number = child.__dict__.get(_ID)
-                if number is None:
+                if number is None or number < _floor:
                     stack.append(child)
                     pending = True
                 else:
@@ -120,9 +123,16 @@ def remember(node: Node, max_states: int, dfa: ByteDFA) -> ByteDFA:
     return dfa
 
 
+def _forget() -> None:
+    """Forget the structural keys; every id given so far becomes stale."""
+    global _floor
+    _interned.clear()
+    _floor = next(_counter)
+
+
 def clear() -> None:
     """Forget every compiled DFA and structural key (a benchmark's cold compile)."""
     global _cached_states
     _dfas.clear()
-    _interned.clear()
+    _forget()
     _cached_states = 0
