@@ -20,9 +20,10 @@ import numpy as np
 
 from kor_cli.grammar.ast import Node
 from kor_cli.grammar.call_markers import BASE, DIGIT0, MARK, WIDTH
-from kor_cli.grammar.minimize import _SPARSE, _fill, subsets
+from kor_cli.grammar.minimize import _SPARSE, _fill
 from kor_cli.grammar.nfa import NFA, NotMarked, byte_classes
 from kor_cli.grammar.refine import live_blocks
+from kor_cli.grammar.subsets import subsets
 
 Marks = tuple[dict[int, tuple[tuple[int, int], ...]], set[int]]
 Table = tuple[np.ndarray, np.ndarray, int, Marks]

@@ -35,8 +35,9 @@ from kor_cli.grammar.call_markers import MARK
 from kor_cli.grammar.dfa_cache import cached, remember
 from kor_cli.grammar.distinct import distinct
 from kor_cli.grammar.limits import check
-from kor_cli.grammar.minimize import minimal_rows, minimize, subsets
+from kor_cli.grammar.minimize import minimal_rows, minimize
 from kor_cli.grammar.nfa import NFA, byte_classes, leaf_masks
+from kor_cli.grammar.subsets import subsets
 
 DEFAULT_MAX_STATES = 50_000
 _SHARED_SIZE = 64  # shared subtrees at least this big are compiled once
