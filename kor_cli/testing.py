@@ -130,9 +130,9 @@ def byte_level_bpe(ranks: dict[bytes, int], pattern: str, specials: dict[str, in
     from tokenizers import AddedToken, Regex, Tokenizer, decoders, pre_tokenizers, processors
     from tokenizers.models import BPE
 
-    from kor_cli.grammar.vocab import _bytes_to_unicode
+    from kor_cli.grammar.vocab import bytes_to_unicode
 
-    table = _bytes_to_unicode()
+    table = bytes_to_unicode()
 
     def printable(token: bytes) -> str:
         return "".join(table[byte] for byte in token)

@@ -106,7 +106,7 @@ def test_compiled_tables_unchanged(node: Node) -> None:
         reject()
     dfa_cache.clear()
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(minimize_module, "_SPARSE", -1)
+        patch.setattr(minimize_module, "SPARSE_STATES", -1)
         patch.setattr(fsm_module, "_AS_IS", 0)  # no subtree left as it is
         slow = compile_ast(node, LIMIT)
     dfa_cache.clear()

@@ -10,8 +10,8 @@ from hypothesis import strategies as st
 
 from kor_cli.grammar.vocab import (
     TokenizerInfo,
-    _bytes_to_unicode,
     byte_level_bytes,
+    bytes_to_unicode,
     sentencepiece_bytes,
 )
 from kor_cli.testing import QWEN_LOGITS_WIDTH, TOKENIZER_NAMES
@@ -34,7 +34,7 @@ SPIECE = "\u2581"
 
 
 def test_bytes_to_unicode_is_a_bijection() -> None:
-    table = _bytes_to_unicode()
+    table = bytes_to_unicode()
     assert sorted(table) == list(range(256))
     assert len(set(table.values())) == 256
     assert table[ord("A")] == "A" and table[ord(" ")] == "Ġ" and table[ord("\n")] == "Ċ"

@@ -20,7 +20,7 @@ import numpy as np
 
 from kor_cli.grammar.ast import Node
 from kor_cli.grammar.call_markers import BASE, DIGIT0, MARK, WIDTH
-from kor_cli.grammar.minimize import _SPARSE, _fill
+from kor_cli.grammar.minimize import SPARSE_STATES, fill_table
 from kor_cli.grammar.nfa import NFA, NotMarked, byte_classes
 from kor_cli.grammar.refine import live_blocks
 from kor_cli.grammar.subsets import subsets
@@ -43,7 +43,7 @@ def build_with_calls(
         return None  # a leaf's byte set holds marker bytes
     low = (1 << MARK) - 1  # an automaton's class may hold marker bytes (dead ones; a live
     class_of, class_masks = byte_classes({m & low for m in masks | automata} - {0})  # refused)
-    nfa = NFA(class_masks, 10 * max_states, class_of.tolist(), calls=_SPARSE)
+    nfa = NFA(class_masks, 10 * max_states, class_of.tolist(), calls=SPARSE_STATES)
     start = nfa.new()
     try:
         accept = nfa.build(node, start)
@@ -56,7 +56,7 @@ def build_with_calls(
     base = len(class_masks)
     accepting, rows = subsets(nfa.edges, nfa.eps, start, accept, base + len(callees), max_states)
     calls = sum((m >> base).bit_count() for row in rows for m in row.values())
-    if len(rows) > _SPARSE or len(rows) + WIDTH * calls > max_states:
+    if len(rows) > SPARSE_STATES or len(rows) + WIDTH * calls > max_states:
         return None  # (over bytes, at most WIDTH more states per call: maybe past the limit)
     found = live_blocks(rows, accepting.tolist(), 1)
     if found is None:
@@ -139,7 +139,7 @@ def marker_table(
             target = reach(group[0][1]) if last else marked(level + 1, group)
             cells.append((here, DIGIT0 + digit, target))
     size = len(queue) + 1
-    table = _fill(size, base, triples).take(class_of, axis=1)
+    table = fill_table(size, base, triples).take(class_of, axis=1)
     states, columns, targets = zip(*cells, strict=True) if cells else ((), (), ())
     table[list(states), list(columns)] = targets
     found = {

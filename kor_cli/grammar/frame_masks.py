@@ -226,7 +226,7 @@ class FrameMasks:
                 candidates = called.copy() if candidates is None else candidates | called
             if candidates is not None:
                 candidates &= ~stays
-                ids_array = _ids(candidates, self.info.vocab_size)
+                ids_array = ids_of_words(candidates, self.info.vocab_size)
             else:
                 ids_array = _NO_IDS
         rows = [_less(walked, stays, candidates if len(ids_array) else None)] if walked else []
@@ -439,7 +439,7 @@ def _words(ids: np.ndarray, words: int) -> np.ndarray:
 _NO_IDS = np.zeros(0, dtype=np.int64)
 
 
-def _ids(words: np.ndarray, vocab_size: int) -> np.ndarray:
+def ids_of_words(words: np.ndarray, vocab_size: int) -> np.ndarray:
     """The token ids whose bits are set in packed words (only non-zero words unpacked).
     Both searches run over bools: numpy's nonzero of a bool array is ~5x faster than of
     uint32 words or unpacked uint8 bits (4,748 words: ~2.5 us, not ~13)."""

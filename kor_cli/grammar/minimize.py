@@ -2,7 +2,7 @@
 
 Tables are int32 [num_states, num_classes] with state 0 the dead state. The subset
 construction (`subsets`) lists each state's live transitions as a sparse row ({target:
-class mask}); up to `_SPARSE` states they are minimised on those rows (`refine`,
+class mask}); up to `SPARSE_STATES` states they are minimised on those rows (`refine`,
 `minimal_rows`), never filled into a table. Otherwise minimisation is Moore's refinement
 vectorised with numpy (each round hashes every state's block and its successors' blocks;
 the result is verified exact, see `_moore`), falling back to Hopcroft's algorithm for
@@ -18,7 +18,9 @@ from kor_cli.grammar.limits import check
 from kor_cli.grammar.refine import canonical_blocks, sparse_rows
 
 
-def _fill(num_states: int, num_classes: int, triples: list[tuple[int, int, int]]) -> np.ndarray:
+def fill_table(
+    num_states: int, num_classes: int, triples: list[tuple[int, int, int]]
+) -> np.ndarray:
     """The table of (state, class mask, target) triples. Each distinct mask is unpacked to
     its classes once; a few triples (most rules) select their cells from a triples x
     classes matrix of bools, many have each mask's classes repeated per triple instead
@@ -49,7 +51,7 @@ def _fill(num_states: int, num_classes: int, triples: list[tuple[int, int, int]]
     return table
 
 
-_DENSE_FILL = 1 << 16  # `_fill` selects from a triples x classes matrix up to this size
+_DENSE_FILL = 1 << 16  # `fill_table` selects from a triples x classes matrix up to this size
 
 
 def _inverse(table: np.ndarray) -> list[list[tuple[int, int]]]:
@@ -98,10 +100,10 @@ def minimal_triples(
     triples: list[tuple[int, int, int]],
 ) -> tuple[np.ndarray, np.ndarray, int]:
     """`minimize` of the table of `count` states whose live transitions are `triples`
-    (state, class mask, target): up to `_SPARSE` states refined on those sparse rows
+    (state, class mask, target): up to `SPARSE_STATES` states refined on those sparse rows
     (`refine`), never building the whole table; larger ones filled in and minimised."""
-    if count > _SPARSE:
-        return minimize(_fill(count, num_classes, triples), accepting, start)
+    if count > SPARSE_STATES:
+        return minimize(fill_table(count, num_classes, triples), accepting, start)
     return minimal_rows(num_classes, accepting, start, sparse_rows(count, triples))
 
 
@@ -110,16 +112,16 @@ def minimal_rows(
 ) -> tuple[np.ndarray, np.ndarray, int]:
     """`minimal_triples` of the states' live transitions given as {target: class mask}
     rows (`refine.sparse_rows`; `subsets` gives them so)."""
-    if len(rows) > _SPARSE:
+    if len(rows) > SPARSE_STATES:
         triples = [(s, m, t) for s, row in enumerate(rows) for t, m in row.items()]
-        return minimize(_fill(len(rows), num_classes, triples), accepting, start)
+        return minimize(fill_table(len(rows), num_classes, triples), accepting, start)
     found = canonical_blocks(rows, accepting.tolist(), start)
     if found is None:
         return np.zeros((1, num_classes), dtype=np.int32), np.zeros(1, dtype=bool), 0
     number, reps = found
     if (len(reps) + 1) * num_classes >= _LIST_FILL:
         kept = [(i, m, number[t]) for i, s in enumerate(reps, 1) for t, m in rows[s].items()]
-        out = _fill(len(reps) + 1, num_classes, [x for x in kept if x[2]])
+        out = fill_table(len(reps) + 1, num_classes, [x for x in kept if x[2]])
         return out, np.concatenate(([False], accepting[reps])), 1
     flat = [0] * (num_classes * (len(reps) + 1))
     columns: dict[int, list[int]] = {}
@@ -158,7 +160,7 @@ def minimize(
 
 
 _SMALL = 48  # tables this small are minimised in plain Python (numpy calls cost more)
-_SPARSE = 4096  # `minimal_triples` refines tables up to this size on sparse rows
+SPARSE_STATES = 4096  # `minimal_triples` refines tables up to this size on sparse rows
 _LIST_FILL = 512  # and fills minimal tables of fewer cells than this in plain Python
 
 

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from kor_cli.grammar.trie import TokenTrie, _expand, token_ranges
+from kor_cli.grammar.trie import TokenTrie, expand_spans, token_ranges
 
 _NOT_BODY = np.iinfo(np.int32).max  # the character count of tokens that are not body tokens
 _ESCAPED = re.compile(r'[\x00-\x1f"\\]')  # what a JSON string may not hold unescaped
@@ -280,7 +280,7 @@ def split_body(
     out[trie.token_ids[states.take(trie.token_node) != 0]] = True
     crossing_out = np.zeros(len(out), dtype=bool)
     if lows:
-        spans = _expand(np.concatenate(lows), np.concatenate(highs))
+        spans = expand_spans(np.concatenate(lows), np.concatenate(highs))
         crossing_out[trie.token_ids.take(spans)] = True
     if keep is not None:
         out &= keep

@@ -402,7 +402,7 @@ def preorder(trie: TokenTrie) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return depth, pre, nodes
 
 
-def _expand(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+def expand_spans(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
     """The concatenation of the index ranges lo[i] .. hi[i]."""
     counts = hi - lo
     total = int(counts.sum())

@@ -24,7 +24,7 @@ import numpy as np
 
 from kor_cli.grammar.trie import (
     TokenTrie,
-    _expand,
+    expand_spans,
     int_view,
     levels_up,
     preorder,
@@ -161,7 +161,7 @@ class LoopPrune:
             return nodes, states
         if whole.any():
             done = nodes[whole]
-            spans = _expand(self.skips.first.take(done), self.skips.last.take(done) + 1)
+            spans = expand_spans(self.skips.first.take(done), self.skips.last.take(done) + 1)
             out[self.trie.token_ids.take(spans)] = True
             keep = ~whole
             nodes, states = nodes[keep], states[keep]

@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from kor_cli.grammar.disk_cache import read_arrays, write_arrays
-from kor_cli.grammar.trie import TokenTrie, _expand, preorder
+from kor_cli.grammar.trie import TokenTrie, expand_spans, preorder
 
 _MAX_CLASSES = 8  # class tables kept per trie (up to ~14 bytes a trie node each)
 _ARRAYS = ("began", "run_keys", "run_tokens", "exits", "exit_keys")
@@ -153,20 +153,20 @@ class LoopRuns:
         past = at + trie.subtree.take(nodes)  # the key just past the subtree's
         at += 1
         keys = tables.run_keys
-        spots = _expand(np.searchsorted(keys, at), np.searchsorted(keys, past))
+        spots = expand_spans(np.searchsorted(keys, at), np.searchsorted(keys, past))
         out[tables.run_tokens.take(spots)] = True
         tokens = trie.node_token.take(nodes)
         out[tokens[tokens >= 0]] = True
         keys = tables.exit_keys
         lo, hi = np.searchsorted(keys, at), np.searchsorted(keys, past)
-        spots = _expand(lo, hi)
+        spots = expand_spans(lo, hi)
         exits = tables.exits.take(spots)
         bases = np.repeat(states << 8, hi - lo)
         outside = ~loops.take(trie.byte.take(nodes))
         if outside.any():  # their children outside the class are exits too
             heads, base = nodes[outside], states[outside] << 8
             first = trie.child_start.take(heads)
-            kids = _expand(first, trie.child_start.take(heads + 1))
+            kids = expand_spans(first, trie.child_start.take(heads + 1))
             bases_kids = np.repeat(base, trie.child_count.take(heads))
             leave = ~loops.take(trie.byte.take(kids))
             exits = np.concatenate((exits, kids[leave]))

@@ -52,7 +52,7 @@ from typing import Any
 
 from kor_cli.grammar.rules import RuleSet
 from kor_cli.grammar.stacks import CONTEXT, Stacks
-from kor_cli.grammar.unique_items import ItemLanguage, _text_key, item_language
+from kor_cli.grammar.unique_items import ItemLanguage, item_language, text_key
 
 Aux = tuple[frozenset[Any], bytes | None] | None
 UStack = tuple[int, Aux]
@@ -164,14 +164,14 @@ class UniqueChecks:
                 return False  # an item ended and another began within one byte: never in JSON
             # the item ended: on this byte (the array frame is the one below it) or before
             text = prefix + bytes((byte,)) if kind == ARRAY and nxt == below else prefix
-            value = _text_key(text)
+            value = text_key(text)
             if value is None or value in used:
                 return False
             return (used | {value}, None) if kind == ARRAY else None
         if kind == ITEM:  # a new item begins
             return (used, bytes((byte,)))
         if kind == ARRAY and not self._reads_itself(stack, nxt, byte):
-            value = _text_key(bytes((byte,)))  # a one-byte item (`0`), begun and ended
+            value = text_key(bytes((byte,)))  # a one-byte item (`0`), begun and ended
             return False if value is None or value in used else (used | {value}, None)
         return aux if kind == ARRAY else None
 

@@ -84,7 +84,7 @@ def _key(value: Any) -> Any:
     return ("z",)
 
 
-def _text_key(text: bytes) -> Any:
+def text_key(text: bytes) -> Any:
     try:
         return value_key(text)
     except (ValueError, RecursionError):
@@ -113,7 +113,7 @@ class ItemLanguage:
             text = next(self._more, None)
             if text is None:
                 self._more = None
-            elif (key := _text_key(text)) is not None:
+            elif (key := text_key(text)) is not None:
                 self._values.add(key)
         return len(self._values) >= count
 
@@ -136,7 +136,7 @@ class ItemLanguage:
         """True when the item `prefix` (at `state`) can finish with a value not in `used`."""
         if not used or self.rich[state]:
             return True
-        return any(_text_key(prefix + rest) not in used for rest in self.completions(state))
+        return any(text_key(prefix + rest) not in used for rest in self.completions(state))
 
 
 def item_language(dfa: ByteDFA) -> ItemLanguage:
@@ -254,7 +254,7 @@ def _pumps(
                 continue
             cycle = bytes((byte,)) + back
             u, v = to[state], onward[state]
-            keys = {_text_key(u + cycle * n + v) for n in range(3)}
+            keys = {text_key(u + cycle * n + v) for n in range(3)}
             if None not in keys and len(keys) == 3:
                 return True
             tries += 1

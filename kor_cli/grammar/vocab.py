@@ -22,7 +22,7 @@ _BYTE_FALLBACK = re.compile(r"<0x([0-9A-Fa-f]{2})>")
 _SPIECE_SPACE = "\u2581"  # ▁
 
 
-def _bytes_to_unicode() -> dict[int, str]:
+def bytes_to_unicode() -> dict[int, str]:
     """GPT-2's reversible byte → printable character table (256 entries)."""
     printable = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1)]
     printable += range(ord("®"), ord("ÿ") + 1)
@@ -35,7 +35,7 @@ def _bytes_to_unicode() -> dict[int, str]:
     return table
 
 
-_UNICODE_TO_BYTE: dict[str, int] = {ch: b for b, ch in _bytes_to_unicode().items()}
+_UNICODE_TO_BYTE: dict[str, int] = {ch: b for b, ch in bytes_to_unicode().items()}
 
 
 def byte_level_bytes(token: str) -> bytes | None:
