@@ -27,7 +27,7 @@ import json
 import numpy as np
 
 from kor_cli.grammar.bitmask import set_bits
-from kor_cli.grammar.string_body import _NOT_BODY, BodyTokens
+from kor_cli.grammar.string_body import NOT_BODY, BodyTokens
 from kor_cli.grammar.trie import TokenTrie, token_ranges
 
 _QUOTE = ord('"')
@@ -111,7 +111,7 @@ class FreeTokens:
 
     def __init__(self, body: BodyTokens, lengths: np.ndarray) -> None:
         width = len(body.counts)
-        inside = body.counts < _NOT_BODY  # nothing but body characters
+        inside = body.counts < NOT_BODY  # nothing but body characters
         rest = body.rest
         keyed: list[bytes | None] = [None] * width
         for token, key in zip(rest.token_ids.tolist(), rest.tokens, strict=True):

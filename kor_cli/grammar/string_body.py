@@ -30,7 +30,7 @@ import numpy as np
 
 from kor_cli.grammar.trie import TokenTrie, expand_spans, token_ranges
 
-_NOT_BODY = np.iinfo(np.int32).max  # the character count of tokens that are not body tokens
+NOT_BODY = np.iinfo(np.int32).max  # the character count of tokens that are not body tokens
 _ESCAPED = re.compile(r'[\x00-\x1f"\\]')  # what a JSON string may not hold unescaped
 _ESCAPED_BYTES = re.compile(_ESCAPED.pattern.encode())
 _PROBE = ord("a")  # a body character that spells the chain
@@ -74,8 +74,8 @@ class BodyTokens:
             else:
                 keyed[token] = bytes([chars]) + data[size:]
                 longest = max(longest, chars)
-        self.counts = np.full(width, _NOT_BODY, dtype=np.int32)  # padded
-        self.counts[body] = counts  # token id → characters (_NOT_BODY: not a body token)
+        self.counts = np.full(width, NOT_BODY, dtype=np.int32)  # padded
+        self.counts[body] = counts  # token id → characters (NOT_BODY: not a body token)
         # no token starts with more body characters
         self.longest = max(longest, max(counts, default=0))
         self.rest = TokenTrie(keyed)
