@@ -11,6 +11,7 @@ any_value.py share.
 
 from __future__ import annotations
 
+import argparse
 import gc
 import importlib.util
 import json
@@ -45,6 +46,32 @@ PACKAGES = {
 def installed(engine: str) -> bool:
     """True for kor, and for a competitor whose package is installed (the bench extra)."""
     return engine == "kor" or importlib.util.find_spec(MODULES[engine]) is not None
+
+
+def add_engines_argument(parser: argparse.ArgumentParser) -> None:
+    """`--engines`: which engines a benchmark runs (read back by `chosen_engines`)."""
+    parser.add_argument(
+        "--engines", nargs="+", choices=ENGINES, help="default: every installed engine"
+    )
+
+
+def chosen_engines(parser: argparse.ArgumentParser, engines: list[str] | None) -> list[str]:
+    """The engines to run: those named (each installed, kor among them: it is the reference
+    of every ratio), else every installed one, with a note on stdout naming those missing."""
+    missing = [e for e in engines or ENGINES if not installed(e)]
+    if engines is None:
+        engines = [e for e in ENGINES if installed(e)]
+        if missing:
+            print(
+                f"note: {', '.join(missing)} not installed (pip install -e '.[bench]'): "
+                "running without them, so there are no ratios to them",
+                flush=True,
+            )
+    elif missing:
+        parser.error(f"not installed: {', '.join(missing)} (pip install -e '.[bench]')")
+    if "kor" not in engines:
+        parser.error("kor is the reference for every comparison")
+    return engines
 
 
 class Kor:

@@ -73,9 +73,9 @@ import numpy as np
 from _common import add_out_argument, out_path
 from engine_adapters import (
     ENGINE_CLASSES,
-    ENGINES,
     PACKAGES,
-    installed,
+    add_engines_argument,
+    chosen_engines,
     kor_memory,
     measure,
     vocab_agreement,
@@ -152,27 +152,13 @@ def main() -> None:
         "--tokenizers", nargs="+", choices=TOKENIZER_NAMES, default=list(TOKENIZER_NAMES)
     )
     parser.add_argument("--schemas", nargs="+", choices=list(SCHEMAS), default=list(SCHEMAS))
-    parser.add_argument(
-        "--engines", nargs="+", choices=ENGINES, help="default: every installed engine"
-    )
+    add_engines_argument(parser)
     parser.add_argument("--walks", type=int, default=6, help="random walks per schema")
     parser.add_argument("--repeats", type=int, default=5, help="compiles per engine × schema")
     add_out_argument(parser, "engines.json")
     args = parser.parse_args()
     args.out = out_path(args)
-    missing = [e for e in args.engines or ENGINES if not installed(e)]
-    if args.engines is None:
-        args.engines = [e for e in ENGINES if installed(e)]
-        if missing:
-            print(
-                f"note: {', '.join(missing)} not installed (pip install -e '.[bench]'): "
-                "running without them, so there are no ratios to them",
-                flush=True,
-            )
-    elif missing:
-        parser.error(f"not installed: {', '.join(missing)} (pip install -e '.[bench]')")
-    if "kor" not in args.engines:
-        parser.error("kor is the reference for every comparison")
+    args.engines = chosen_engines(parser, args.engines)
 
     started = time.perf_counter()
     report: dict[str, Any] = {

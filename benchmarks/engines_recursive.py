@@ -21,7 +21,8 @@ Agreement: at every step of every sequence our mask is compared with each compet
 tokens only we allow, tokens only they allow (a few examples kept). Our masks' exactness is
 tested against a brute-force reference simulation in tests/test_grammar_pushdown.py.
 
-    python benchmarks/engines_recursive.py [--tokenizers qwen ...] [--walks 4] [--repeats 5]
+    python benchmarks/engines_recursive.py [--tokenizers qwen ...] [--engines kor llguidance ...]
+        [--walks 4] [--repeats 5]
 
 Writes `--out` (default benchmarks/out/engines_recursive.json, untracked) and prints a table.
 The machine is shared (2 cores, five engineers): timings are noisy.
@@ -40,7 +41,14 @@ from typing import Any
 
 import numpy as np
 from _common import add_out_argument, out_path
-from engine_adapters import ENGINE_CLASSES, ENGINES, PACKAGES, installed, measure, random_walk
+from engine_adapters import (
+    ENGINE_CLASSES,
+    PACKAGES,
+    add_engines_argument,
+    chosen_engines,
+    measure,
+    random_walk,
+)
 from grammar_masks import continuation
 
 from kor_cli.grammar.compile import serialize
@@ -167,12 +175,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tokenizers", nargs="+", choices=TOKENIZER_NAMES, default=["qwen"])
     parser.add_argument("--schemas", nargs="+", choices=list(SCHEMAS), default=list(SCHEMAS))
+    add_engines_argument(parser)
     parser.add_argument("--walks", type=int, default=4, help="random walks per schema")
     parser.add_argument("--repeats", type=int, default=5, help="compiles per engine × schema")
     add_out_argument(parser, "engines_recursive.json")
     args = parser.parse_args()
     args.out = out_path(args)
-    names = [e for e in ENGINES if installed(e)]
+    names = chosen_engines(parser, args.engines)
     started = time.perf_counter()
     report: dict[str, Any] = {
         "machine": f"{platform.machine()}, {platform.python_implementation()} "

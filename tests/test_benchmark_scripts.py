@@ -1,5 +1,6 @@
 """Benchmark scripts: `--help` runs nothing, results go only to `--out` (by default an
-untracked scratch path), and engines.py without the bench extra runs kor-cli alone."""
+untracked scratch path), engines.py without the bench extra runs kor-cli alone, and the
+engine benchmarks run the engines `--engines` names (kor among them)."""
 
 from __future__ import annotations
 
@@ -92,6 +93,26 @@ def test_engines_without_the_bench_extra_runs_kor_alone(tmp_path: Path) -> None:
     assert list(report["versions"]) == ["kor-cli"]
     [row] = report["tokenizers"]["mistral-sp"]["schemas"]
     assert list(row["engines"]) == ["kor"] and row["correctness"]["wrong_steps"] == 0
+
+
+@pytest.mark.parametrize("script", ["engines.py", "engines_recursive.py"])
+def test_engines_without_kor_is_refused(script: str) -> None:
+    done = run([str(BENCH / script), "--engines", "llguidance", "--out", "unused.json"])
+    assert done.returncode == 2
+    assert "kor is the reference for every comparison" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+@pytest.mark.slow
+def test_engines_recursive_runs_the_engines_named(tmp_path: Path) -> None:
+    out = tmp_path / "rec.json"
+    args = ["--tokenizers", "mistral-sp", "--schemas", "tree", "--walks", "1", "--repeats", "1"]
+    done = run([str(BENCH / "engines_recursive.py"), *args, "--engines", "kor", "--out", str(out)])
+    assert done.returncode == 0, done.stderr[-2000:]
+    report = json.loads(out.read_text())
+    assert list(report["versions"]) == ["kor-cli"]
+    [row] = report["tokenizers"]["mistral-sp"]["schemas"]
+    assert list(row["engines"]) == ["kor"]
 
 
 @pytest.mark.slow
