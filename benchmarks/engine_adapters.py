@@ -56,8 +56,10 @@ def add_engines_argument(parser: argparse.ArgumentParser) -> None:
 
 
 def chosen_engines(parser: argparse.ArgumentParser, engines: list[str] | None) -> list[str]:
-    """The engines to run: those named (each installed, kor among them: it is the reference
-    of every ratio), else every installed one, with a note on stdout naming those missing."""
+    """The engines to run: those named (kor among them: it is the reference of every ratio;
+    each installed), else every installed one, with a note on stdout naming those missing."""
+    if engines is not None and "kor" not in engines:
+        parser.error("kor is the reference for every comparison")
     missing = [e for e in engines or ENGINES if not installed(e)]
     if engines is None:
         engines = [e for e in ENGINES if installed(e)]
@@ -69,8 +71,6 @@ def chosen_engines(parser: argparse.ArgumentParser, engines: list[str] | None) -
             )
     elif missing:
         parser.error(f"not installed: {', '.join(missing)} (pip install -e '.[bench]')")
-    if "kor" not in engines:
-        parser.error("kor is the reference for every comparison")
     return engines
 
 
