@@ -7,30 +7,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from hypothesis import given, settings
-from hypothesis import strategies as st
+from rule_strategies import CALL_TREES
 
 from kor_cli.errors import GrammarError
 from kor_cli.grammar import dfa_cache
 from kor_cli.grammar import fsm as fsm_module
-from kor_cli.grammar.ast import ALL_BYTES, Automaton, Bytes, Node, alt, literal, opt, repeat, seq
+from kor_cli.grammar.ast import ALL_BYTES, Automaton, Bytes, Node, alt, literal, repeat, seq
 from kor_cli.grammar.fsm import ByteDFA, compile_ast
 from kor_cli.grammar.rules import Rule, _markers, call, split_calls
-
-PIECES = ["[", "]", ",", "x", "1", "ab", '"', ""]
-LEAVES = st.one_of(
-    st.sampled_from(PIECES).map(literal), st.integers(0, 400).map(call), st.just(call(7**5))
-)
-NODES = st.recursive(
-    LEAVES,
-    lambda inner: st.one_of(
-        st.tuples(inner, inner).map(lambda p: seq(*p)),
-        st.tuples(inner, inner).map(lambda p: alt(*p)),
-        inner.map(opt),
-        inner.map(lambda n: repeat(n, 0, None, literal(","))),
-        inner.map(lambda n: repeat(n, 1, 3)),
-    ),
-    max_leaves=12,
-)
 
 
 def over_bytes(node: Node, monkeypatch: pytest.MonkeyPatch) -> ByteDFA:
@@ -68,14 +52,14 @@ def _split(dfa: ByteDFA) -> Rule | str:
         return error.message
 
 
-@given(NODES)
+@given(CALL_TREES)
 @settings(max_examples=150, deadline=None)
 def test_calls_as_symbols_give_the_byte_dfa(node: Node) -> None:
     with pytest.MonkeyPatch.context() as monkeypatch:
         check(node, monkeypatch)
 
 
-@given(NODES, NODES)
+@given(CALL_TREES, CALL_TREES)
 @settings(max_examples=60, deadline=None)
 def test_embedded_automata_with_calls(inner: Node, outer: Node) -> None:
     """An automaton built with calls embeds its calls as call classes (its `marks`); one

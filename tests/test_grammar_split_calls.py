@@ -6,13 +6,12 @@ from __future__ import annotations
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from rule_strategies import CALL_TREES
 
 from kor_cli.errors import GrammarError
 from kor_cli.grammar.ast import Node, alt, literal, opt, repeat, seq
 from kor_cli.grammar.fsm import ByteDFA, compile_ast
 from kor_cli.grammar.rules import Rule, call, split_calls
-
-PIECES = ["[", "]", ",", "x", "1", "ab", '"', ""]
 
 
 def same_rule(a: Rule, b: Rule) -> bool:
@@ -29,22 +28,9 @@ def searched(dfa: ByteDFA) -> Rule:
     return split_calls(ByteDFA(dfa.transitions, dfa.accepting, dfa.start))
 
 
-LEAVES = st.one_of(st.sampled_from(PIECES).map(literal), st.integers(0, 400).map(call))
-NODES = st.recursive(
-    LEAVES,
-    lambda inner: st.one_of(
-        st.tuples(inner, inner).map(lambda p: seq(*p)),
-        st.tuples(inner, inner).map(lambda p: alt(*p)),
-        inner.map(opt),
-        inner.map(lambda n: repeat(n, 0, None, literal(","))),
-    ),
-    max_leaves=12,
-)
-
-
 def bodies() -> st.SearchStrategy[Node]:
     """Rule bodies with at least one call."""
-    return st.tuples(NODES, st.integers(0, 3)).map(lambda p: seq(p[0], call(p[1])))
+    return st.tuples(CALL_TREES, st.integers(0, 3)).map(lambda p: seq(p[0], call(p[1])))
 
 
 @settings(max_examples=150, deadline=None)
