@@ -55,9 +55,12 @@ def build_with_calls(
     callees = list(nfa.callees)  # class len(class_masks) + j: a call to callees[j]
     base = len(class_masks)
     accepting, rows = subsets(nfa.edges, nfa.eps, start, accept, base + len(callees), max_states)
-    calls = sum((m >> base).bit_count() for row in rows for m in row.values())
-    if len(rows) > SPARSE_STATES or len(rows) + WIDTH * calls > max_states:
-        return None  # (over bytes, at most WIDTH more states per call: maybe past the limit)
+    if len(rows) > SPARSE_STATES:
+        return None
+    if len(rows) * (1 + WIDTH * len(callees)) > max_states:  # (else surely in bounds)
+        calls = sum((m >> base).bit_count() for row in rows for m in row.values())
+        if len(rows) + WIDTH * calls > max_states:
+            return None  # (over bytes, at most WIDTH more states per call: maybe past it)
     found = live_blocks(rows, accepting.tolist(), 1)
     if found is None:
         return np.zeros((1, 256), dtype=np.int32), np.zeros(1, dtype=bool), 0, ({}, set())

@@ -30,20 +30,28 @@ _MAX_CACHED_STATES = 400_000  # DFA states kept by the cache (about 1 KiB each)
 
 _ID = "_structure"  # the attribute (in its __dict__) that holds a node's id
 _interned: dict[tuple[Any, ...], int] = {}
+_bytes_ids: dict[int, int] = {}  # byte leaves' ids, by mask
 _counter = itertools.count(1)
 _floor = 1  # ids below it were given before the intern table was last forgotten
 _dfas: OrderedDict[tuple[int, int], ByteDFA] = OrderedDict()
 _cached_states = 0
 
 
+def _byte_id(mask: int) -> int:
+    """The id of a byte leaf of `mask` (leaves are numbered by mask, never marked)."""
+    number = _bytes_ids.get(mask)
+    if number is None:
+        number = _bytes_ids[mask] = next(_counter)
+    return number
+
+
 def _key(node: Node, known: dict[int, int]) -> tuple[Any, ...]:
-    """The structural key of `node`, its children numbered in `known` (by `id`)."""
+    """The structural key of `node` (not a `Seq` nor an `Alt`: `structure` keys those),
+    its children numbered in `known` (by `id`)."""
     if isinstance(node, Bytes):
         return ("B", node.mask)
     if isinstance(node, Automaton):
         return ("A", node.dfa.fingerprint())
-    if isinstance(node, (Seq, Alt)):
-        return (type(node).__name__, *(known[id(x)] for x in node.items))
     if isinstance(node, Repeat):
         sep = 0 if node.sep is None else known[id(node.sep)]
         return ("R", known[id(node.item)], node.min, node.max, sep)
@@ -64,36 +72,51 @@ def structure(root: Node) -> int:
     found = root.__dict__.get(_ID)
     if found is not None and found >= _floor:
         return found
-    if len(_interned) > _MAX_INTERNED:
+    if len(_interned) + len(_bytes_ids) > _MAX_INTERNED:
         _forget()
     known: dict[int, int] = {}
+    bytes_ids = _bytes_ids
     stack = [root]
     while stack:
         node = stack[-1]
         if id(node) in known:
             stack.pop()
             continue
-        pending = False
-        for child in children(node):
-            if id(child) in known:
-                continue
-            if type(child) is Bytes:  # most nodes: interned by mask, not marked
-                key = ("B", child.mask)
-                number = _interned.get(key)
-                if number is None:
-                    number = _interned[key] = next(_counter)
-                known[id(child)] = number
-            else:
-                number = child.__dict__.get(_ID)
-                if number is None or number < _floor:
-                    stack.append(child)
-                    pending = True
+        kind = type(node)
+        if kind is Seq or kind is Alt:  # most inner nodes: the key built here
+            numbers = [kind.__name__]
+            for child in node.items:
+                if type(child) is Bytes:
+                    number = bytes_ids.get(child.mask)
+                    if number is None:
+                        number = bytes_ids[child.mask] = next(_counter)
                 else:
-                    known[id(child)] = number
-        if pending:
-            continue
+                    number = known.get(id(child)) or child.__dict__.get(_ID)
+                    if number is None or number < _floor:
+                        stack.append(child)
+                        continue
+                numbers.append(number)
+            if stack[-1] is not node:  # children to number first
+                continue
+            key: tuple[Any, ...] = tuple(numbers)
+        else:
+            pending = False
+            for child in children(node):
+                if id(child) in known:
+                    continue
+                if type(child) is Bytes:
+                    known[id(child)] = _byte_id(child.mask)
+                else:
+                    number = child.__dict__.get(_ID)
+                    if number is None or number < _floor:
+                        stack.append(child)
+                        pending = True
+                    else:
+                        known[id(child)] = number
+            if pending:
+                continue
+            key = _key(node, known)
         stack.pop()
-        key = _key(node, known)
         number = _interned.get(key)
         if number is None:
             number = _interned[key] = next(_counter)
@@ -127,6 +150,7 @@ def _forget() -> None:
     """Forget the structural keys; every id given so far becomes stale."""
     global _floor
     _interned.clear()
+    _bytes_ids.clear()
     _floor = next(_counter)
 
 

@@ -12,6 +12,8 @@ numbering follows: two grammars with the same language get the same table."""
 
 from __future__ import annotations
 
+import array
+
 import numpy as np
 
 from kor_cli.grammar.limits import check
@@ -21,14 +23,23 @@ from kor_cli.grammar.refine import canonical_blocks, sparse_rows
 def fill_table(
     num_states: int, num_classes: int, triples: list[tuple[int, int, int]]
 ) -> np.ndarray:
-    """The table of (state, class mask, target) triples. Each distinct mask is unpacked to
-    its classes once; a few triples (most rules) select their cells from a triples x
-    classes matrix of bools, many have each mask's classes repeated per triple instead
-    (no such matrix)."""
-    table = np.zeros((num_states, num_classes), dtype=np.int32)
+    """The table of (state, class mask, target) triples. A few cells (most rules) are set
+    one by one; else each distinct mask is unpacked to its classes once, and a few
+    triples select their cells from a triples x classes matrix of bools, many have each
+    mask's classes repeated per triple instead (no such matrix)."""
     if not triples:
-        return table
+        return np.zeros((num_states, num_classes), dtype=np.int32)
     states, cells, targets = zip(*triples, strict=True)
+    if sum(map(int.bit_count, cells)) <= _LOOP_FILL:  # few cells: set one by one
+        flat = array.array("i", bytes(4 * num_states * num_classes))
+        for state, mask, target in triples:
+            row = state * num_classes - 1
+            while mask:
+                low = mask & -mask
+                flat[row + low.bit_length()] = target
+                mask ^= low
+        return np.frombuffer(flat, dtype=np.int32).reshape(num_states, num_classes)
+    table = np.zeros((num_states, num_classes), dtype=np.int32)
     masks = list(dict.fromkeys(cells))
     where = {m: k for k, m in enumerate(masks)}
     width = (num_classes + 7) // 8
@@ -51,6 +62,7 @@ def fill_table(
     return table
 
 
+_LOOP_FILL = 512  # `fill_table` sets up to this many cells one by one (no numpy calls)
 _DENSE_FILL = 1 << 16  # `fill_table` selects from a triples x classes matrix up to this size
 
 
