@@ -63,12 +63,19 @@ def substitute(
         if done is not None:
             return done
         out: Node
-        if isinstance(n, Call):
+        kind = type(n)
+        if kind is Seq or kind is Alt:  # byte leaves (most items) kept without a visit
+            items = n.items
+            for k, x in enumerate(items):
+                if type(x) is not Bytes and visit(x) is not x:  # a changed item: rebuild
+                    rest = [y if type(y) is Bytes else visit(y) for y in items[k:]]
+                    items = [*items[:k], *rest]
+                    out = seq(*items) if kind is Seq else alt(*items)
+                    break
+            else:
+                out = n
+        elif isinstance(n, Call):
             out = leaf(n)
-        elif isinstance(n, (Seq, Alt)):  # byte leaves (most items) kept without a visit
-            items = [x if type(x) is Bytes else visit(x) for x in n.items]
-            same = all(a is b for a, b in zip(items, n.items, strict=True))
-            out = n if same else seq(*items) if isinstance(n, Seq) else alt(*items)
         elif isinstance(n, Repeat):
             item, sep = visit(n.item), None if n.sep is None else visit(n.sep)
             same = item is n.item and sep is n.sep
