@@ -15,7 +15,7 @@ from test_grammar_frame_walk import reachable, rules_and_tokens
 from kor_cli.grammar import frame_masks, frame_returns
 from kor_cli.grammar.compile import compile_json_schema
 from kor_cli.grammar.frame_masks import FrameMasks
-from kor_cli.grammar.frame_returns import byte_offsets, decide_returns, read_calls
+from kor_cli.grammar.frame_returns import byte_offsets, decide_returns, read_calls, twin_frame
 from kor_cli.grammar.rules import RuleSet
 from kor_cli.grammar.stacks import Stacks
 from kor_cli.grammar.token_arrays import SortedTokens
@@ -170,3 +170,38 @@ def test_recursive_starts_need_no_simulation_on_qwen(schema: str, tokenizer_info
             for state in range(len(frames.stacks.table(rule_id).table)):
                 frames.get(rule_id, state)
     assert frames.candidates > 0 and not simulated
+
+
+def frames_with_and_without_twins(rules: RuleSet, info: TokenizerInfo, rule_ids: list[int]) -> int:
+    """Build every frame of `rule_ids` with and without `twin_frame`, assert them equal and
+    return how many frames it made."""
+    made = 0
+
+    def counting(frames, rule_id, table, state):
+        nonlocal made
+        found = twin_frame(frames, rule_id, table, state)
+        made += found is not None
+        return found
+
+    assert_frames_equal(rules, info, rule_ids, "twin_frame", counting, lambda *_: None)
+    return made
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(rules_and_tokens())
+def test_twin_frames_equal_the_built_ones_on_drawn_rules(drawn) -> None:
+    rules, token_bytes = drawn
+    frames_with_and_without_twins(rules, TokenizerInfo(token_bytes), reachable(rules))
+
+
+@pytest.mark.parametrize("schema", ["tree", "rpc", "reviews"])
+def test_twin_frames_equal_the_built_ones_on_qwen(schema: str, tokenizer_info_factory) -> None:
+    # rpc's array `[` (`]` or its first item) is its `,` state's frame (the next item) and
+    # the `]` tokens (tree's and reviews' arrays read their items inline: no twins)
+    source = (
+        recursive_schema(schema, closed=True) if schema != "reviews" else FIVE[schema]["schema"]
+    )
+    rules = compile_json_schema(source).rules
+    info = tokenizer_info_factory("qwen")
+    made = frames_with_and_without_twins(rules, info, rules.reachable_rules())
+    assert (made > 0) == (schema == "rpc")

@@ -61,7 +61,7 @@ from kor_cli.grammar.frame_cache import frames_path, read_frames, write_frames
 from kor_cli.grammar.frame_chain import literal_frame
 from kor_cli.grammar.frame_escapes import FrameMask, frame_mask, stored_rows
 from kor_cli.grammar.frame_indexes import RuleIndexCache, RuleIndexes, split_beside
-from kor_cli.grammar.frame_returns import byte_offsets, decide_returns, read_calls
+from kor_cli.grammar.frame_returns import byte_offsets, decide_returns, read_calls, twin_frame
 from kor_cli.grammar.frame_walk import Rows, RuleWalker, escape_rows, split_words, walk_state
 from kor_cli.grammar.shared_rules import shared_frame
 from kor_cli.grammar.stacks import CONTEXT, ESCAPES, STAYS, RuleTable, Stacks
@@ -102,6 +102,7 @@ class FrameMasks:
         self.building: set[tuple[int, int]] = set()  # frames being built (`get` below)
         self.spelled: dict[bytes, int] = {}  # token ids by bytes (`frame_returns.CallReader`)
         self.returns: dict[tuple[int, int, int], tuple[RuleTable, dict[int, int]]] = {}
+        self.twins: dict[int, tuple[RuleTable, dict[tuple, int]]] = {}  # `twin_frame`
         self.candidates = 0  # tokens read by the stack simulation (a measure of the work)
         self.cache_path: Path | None = None
         if cache_dir is not None and stacks.rules.keyed:
@@ -187,6 +188,10 @@ class FrameMasks:
         literal = literal_frame(walker, table, state, self.info, self.words, self._calls)
         if literal is not None:
             return literal
+        if self._calls:  # an array's `[`: from the state after its `,`
+            twin = twin_frame(self, rule_id, table, state)
+            if twin is not None:
+                return twin
         rules = self.stacks.rules
         here = rules.epsilon_states(rule_id, state) if self._calls else [state]
         stays: np.ndarray | None = None

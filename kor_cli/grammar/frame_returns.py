@@ -18,11 +18,12 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from kor_cli.grammar.bitmask import set_bits
+from kor_cli.grammar.distinct import distinct
+from kor_cli.grammar.frame_escapes import FrameMask
 from kor_cli.grammar.stacks import RuleTable
 from kor_cli.grammar.token_arrays import WIDTH, SortedTokens, escape_offsets
 
 if TYPE_CHECKING:
-    from kor_cli.grammar.frame_escapes import FrameMask
     from kor_cli.grammar.frame_masks import FrameMasks
 
 
@@ -62,6 +63,80 @@ def byte_offsets(
                 where[row] = bits
                 break
     return settled, where
+
+
+def twin_frame(frames: FrameMasks, rule_id: int, table: RuleTable, state: int) -> FrameMask | None:
+    """The frame of a call `state` whose byte edges all lead to final states (an array's
+    `[`: `]`, or its first item), from the frame of its *twin*: a state with the same calls
+    that reads no byte, accepts not and reaches no other state without a byte (after the
+    array's `,`). A token's ways from `state` are the twin's (the same calls and returns)
+    and one byte into a final state: that byte alone stays, a longer token escapes after
+    it unless it stays in the twin. None when there is no twin (or it is being built)."""
+    pairs = table.calls.get(state)
+    if pairs is None or not table.reads[state]:
+        return None
+    final, flat, base = table.final, table.flat, state << 8
+    edges, bits = [], table.byte_set(state)
+    while bits:
+        byte = (bits & -bits).bit_length() - 1
+        bits &= bits - 1
+        if not final[flat[base | byte]]:
+            return None
+        edges.append(byte)
+    twin = _twins(frames, rule_id, table).get(pairs)
+    same = frames.same_rule(rule_id)
+    if twin is None or (same, twin) in frames.building:
+        return None
+    if frames.stacks.rules.epsilon_states(rule_id, state) != [state]:
+        return None
+    inner = frames.get(rule_id, twin)
+    sorted_ = frames._sorted
+    starts, (alone, bounds), ids = sorted_.starts(), sorted_.alone(), sorted_.ids
+    stays = inner.stays.copy()
+    set_bits(stays, np.concatenate([alone[bounds[b] : bounds[b + 1]] for b in edges]))
+    spans = [(starts[b] + bounds[b + 1] - bounds[b], starts[b + 1]) for b in edges]
+    longer = np.concatenate([ids[lo:hi] for lo, hi in spans])  # those going on past the byte
+    padded = sorted_.matrix()[1]
+    seconds_byte = np.concatenate([padded[lo:hi, 1] for lo, hi in spans])  # their suffixes'
+    keep = ~_has(inner.stays, longer)
+    if len(inner.tokens):  # a row (token, 1) the twin has already
+        seconds = np.zeros(len(stays), dtype="<u4")
+        set_bits(seconds, inner.tokens[inner.offsets == 1])
+        keep &= ~_has(seconds, longer)
+    escaping, firsts = longer[keep], seconds_byte[keep]
+    escape_bytes = inner.escape_bytes
+    for byte in distinct(firsts).tolist():
+        escape_bytes |= 1 << byte
+    return FrameMask(
+        stays,
+        table.accepting[state],
+        np.concatenate([inner.tokens, escaping]),
+        np.concatenate([inner.offsets, np.ones(len(escaping), dtype=np.int64)]),
+        np.concatenate([inner.firsts.astype(np.uint8, copy=False), firsts]),
+        frames.info.token_bytes,
+        escape_bytes,
+    )
+
+
+def _twins(frames: FrameMasks, rule_id: int, table: RuleTable) -> dict[tuple, int]:
+    """A rule's call states that read no byte, accept not and reach no other state without
+    a byte, by their calls (the first of each; made once per rule)."""
+    found = frames.twins.get(rule_id)
+    if found is None or found[0] is not table:
+        epsilon = frames.stacks.rules.epsilon_states
+        out: dict[tuple, int] = {}
+        for at, pairs in table.calls.items():
+            if table.reads[at] or table.accepting[at] or pairs in out:
+                continue
+            if epsilon(rule_id, at) == [at]:
+                out[pairs] = at
+        found = frames.twins[rule_id] = (table, out)
+    return found[1]
+
+
+def _has(words: np.ndarray, ids: np.ndarray) -> np.ndarray:
+    """Bool per token of `ids`: its bit is set in packed `words`."""
+    return (words[ids >> 5] >> (ids & 31).astype("<u4")) & 1 == 1
 
 
 def decide_returns(
