@@ -132,8 +132,9 @@ def test_toy_masks_equal_the_reference(name: str) -> None:
 
 @pytest.mark.parametrize("name", GRAMMARS)
 def test_escape_reads_by_the_top_frame_equal_the_stack_walks(name: str) -> None:
-    """`_reads` and `_then` read by the top frame's table where they can: the same answers
-    as stepping the stacks, on every stack met along sample texts."""
+    """`_reads` and `_then` read by the top frames' tables where they can (popping frames at
+    final states): the same answers as stepping the stacks, on every stack met along sample
+    texts."""
     rules = rules_of(GRAMMARS[name])
     grammar = PushdownGrammar(rules, TOY)
     stacks = grammar.stacks

@@ -143,39 +143,54 @@ class PushdownGrammar:
 
     def _then(self, stack: int, byte: int) -> int:
         """The bytes that can come after `byte` (which `stack` reads), as a 256-bit int:
-        by the top frame's table alone where neither its state nor the next calls a rule
-        or can end (no stack is stepped), else by the stacks."""
+        by the top frame's table alone where its state neither calls a rule nor can end
+        (the next state's bytes, or the stack below's where that state is final: popped),
+        else by the stacks."""
         if stack > CONTEXT:
-            rule_id, state, _ = self.stacks.frame(stack)
+            rule_id, state, below = self.stacks.frame(stack)
             table = self.stacks.table(rule_id)
             if not (table.accepting[state] or state in table.calls):
                 after = table.flat[state << 8 | byte]
                 if after and not (table.accepting[after] or after in table.calls):
                     return table.byte_set(after)
+                if after and table.final[after]:
+                    return self.stacks.next_bytes((below,))
         return self.stacks.next_bytes(self.stacks.step(stack, byte))
 
     def _reads(self, stack: int, data: bytes) -> bool:
-        """True when `data` can be read from `stack` (cached). Read by the top frame's
-        table alone while the states it passes neither call a rule nor can end (then the
-        frame is the only way on: no stack is stepped)."""
-        if stack > CONTEXT:
-            rule_id, state, _ = self.stacks.frame(stack)
-            table = self.stacks.table(rule_id)
+        """True when `data` can be read from `stack` (cached). Read by the top frames'
+        tables alone while the states they pass neither call a rule nor can end, popping
+        a frame that reaches a final state (it can only be popped: the stack below reads
+        on); the rest by the stacks, from the stack those bytes lead to (cached)."""
+        at = 0  # bytes of `data` read
+        frame, table_of = self.stacks.frame, self.stacks.table
+        while stack > CONTEXT:
+            rule_id, state, below = frame(stack)
+            table = table_of(rule_id)
             flat, accepting, calls = table.flat, table.accepting, table.calls
-            for byte in data:
+            first = at
+            while at < len(data):
                 if accepting[state] or state in calls:
                     break
-                state = flat[state << 8 | byte]
+                state = flat[state << 8 | data[at]]
                 if not state:
                     return False
+                at += 1
             else:
                 return True
-        key = (stack, data)
+            if not table.final[state]:
+                if at > first:  # the stack those bytes lead to (the states before it
+                    stack = self.stacks.push(below, rule_id, state)  # neither end nor call)
+                break
+            stack = below  # a final state is popped
+        else:
+            return at == len(data)  # nothing reads on past the grammar's or context's end
+        key = (stack, data[at:])
         found = self._suffixes.get(key)
         if found is None:
             if len(self._suffixes) >= 16 * _MAX_CACHED:
                 self._suffixes.clear()
-            found = self._suffixes[key] = bool(self.stacks.walk((stack,), data))
+            found = self._suffixes[key] = bool(self.stacks.walk((stack,), key[1]))
         return found
 
     def next_config(self, config: Config, token_id: int) -> Config:
