@@ -93,10 +93,10 @@ def byte_classes(masks: Iterable[int]) -> tuple[np.ndarray, list[int]]:
             if rest:
                 cut.append(rest)
         classes = cut
-    classes.sort(key=lambda c: (c & -c).bit_length())
+    classes.sort(key=lambda c: c & -c)  # by lowest byte
     raw = np.frombuffer(b"".join(c.to_bytes(32, "little") for c in classes), dtype=np.uint8)
     bits = np.unpackbits(raw.reshape(len(classes), 32), axis=1, bitorder="little")
-    return bits.argmax(axis=0).astype(np.int64), classes
+    return bits.argmax(axis=0).astype(np.int64, copy=False), classes
 
 
 class NFA:

@@ -143,8 +143,7 @@ def _split(dfa: ByteDFA) -> Rule:
         rows = table.copy()
         rows[:, MARK:] = 0  # calls are read off; marker bytes leave the table
     else:
-        rows = np.empty((len(keep), 256), dtype=np.int32)
-        np.take(np.asarray(renumber, dtype=np.int32), table[keep], out=rows, mode="clip")
+        rows = np.asarray(renumber, dtype=np.int32).take(table.take(keep, axis=0))
         rows[:, MARK:] = 0
         if rows.min() < 0:  # a byte into a marker's inside
             raise GrammarError(_RAW_HIGH)
