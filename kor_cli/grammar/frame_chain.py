@@ -53,6 +53,7 @@ _READS: dict[int, _TrieReads] = {}  # by id of the trie (held by the value)
 _MAX_TRIES = 4
 _LAST: list[tuple[TokenizerInfo, _TrieReads]] = []  # the latest tokenizer asked for
 _ONE = [bytes([byte]) for byte in range(256)]
+_U4 = np.dtype("<u4")
 _NODES = 16  # trie nodes with children a walk visits before it leaves the frame to the split
 _FIRSTS = 12  # bytes a state reads at most to be walked here (a number or a body reads more)
 
@@ -96,10 +97,13 @@ def literal_frame(
         at = flat[base | byte]  # go on there (`,"`, `,[`...), where the walk below gives up,
         if not final[at] and (follow[at] or len(reads[at]) >= BODY_READS):
             return None  # having touched the trie (a few us cold): no walk
-    trie = _reads(info)
+    trie = _LAST[0][1] if _LAST and _LAST[0][0] is info else _reads(info)
     child_start, bytes_, node_token, same = trie.child_start, trie.byte, trie.node_token, trie.same
     roots = trie.roots
-    todo = [(roots[byte], flat[base | byte], _ONE[byte]) for byte in firsts if roots[byte] >= 0]
+    todo = []
+    for byte in firsts:
+        if roots[byte] >= 0:
+            todo.append((roots[byte], flat[base | byte], _ONE[byte]))
     found: list[int] = []
     ending: list[bytes] = []  # texts at final states that tokens go on past (they escape)
     budget = _NODES
@@ -130,7 +134,7 @@ def literal_frame(
             child = bisect_left(bytes_, byte, lo, hi)
             if child < hi and bytes_[child] == byte:
                 todo.append((child, flat[base | byte], text + _ONE[byte]))
-    stays = np.zeros(words, dtype="<u4")
+    stays = np.zeros(words, _U4)
     for token in found:
         stays[token >> 5] |= 1 << (token & 31)
     if not ending or not calls:  # a rule set without calls: nothing reads on past a final state

@@ -162,14 +162,14 @@ class PushdownGrammar:
         tables alone while the states they pass neither call a rule nor can end, popping
         a frame that reaches a final state (it can only be popped: the stack below reads
         on); the rest by the stacks, from the stack those bytes lead to (cached)."""
-        at = 0  # bytes of `data` read
+        at, size = 0, len(data)  # bytes of `data` read, of
         frame, table_of = self.stacks.frame, self.stacks.table
         while stack > CONTEXT:
             rule_id, state, below = frame(stack)
             table = table_of(rule_id)
             flat, accepting, calls = table.flat, table.accepting, table.calls
             first = at
-            while at < len(data):
+            while at < size:
                 if accepting[state] or state in calls:
                     break
                 state = flat[state << 8 | data[at]]
@@ -184,7 +184,7 @@ class PushdownGrammar:
                 break
             stack = below  # a final state is popped
         else:
-            return at == len(data)  # nothing reads on past the grammar's or context's end
+            return at == size  # nothing reads on past the grammar's or context's end
         key = (stack, data[at:])
         found = self._suffixes.get(key)
         if found is None:
