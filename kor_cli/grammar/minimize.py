@@ -30,7 +30,8 @@ def fill_table(
     if not triples:
         return np.zeros((num_states, num_classes), dtype=np.int32)
     states, cells, targets = zip(*triples, strict=True)
-    if sum(map(int.bit_count, cells)) <= _LOOP_FILL:  # few cells: set one by one
+    few = len(cells) <= _LOOP_FILL and sum(map(int.bit_count, cells)) <= _LOOP_FILL
+    if few:  # few cells (most rules): set one by one
         flat = array.array("i", bytes(4 * num_states * num_classes))
         for state, mask, target in triples:
             row = state * num_classes - 1
