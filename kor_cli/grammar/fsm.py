@@ -246,7 +246,7 @@ def _unfolded(node: Node, limit: int) -> int:
         return min(total, limit)
     total = 1
     for child in children(node):
-        total += _unfolded(child, limit - total)
+        total += 1 if type(child) is Bytes else _unfolded(child, limit - total)
         if total >= limit:
             return limit
     return total
