@@ -10,13 +10,16 @@ from unittest import mock
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
-from test_grammar_frame_walk import reachable, rules_and_tokens
+from hypothesis import strategies as st
+from test_grammar_frame_walk import ALPHABET, reachable, rules_and_tokens
 
 from kor_cli.grammar import frame_masks, frame_returns
+from kor_cli.grammar.ast import alt, literal, repeat, seq
 from kor_cli.grammar.compile import compile_json_schema
 from kor_cli.grammar.frame_masks import FrameMasks
 from kor_cli.grammar.frame_returns import byte_offsets, decide_returns, read_calls, twin_frame
-from kor_cli.grammar.rules import RuleSet
+from kor_cli.grammar.fsm import compile_ast
+from kor_cli.grammar.rules import RuleSet, call
 from kor_cli.grammar.stacks import Stacks
 from kor_cli.grammar.token_arrays import SortedTokens
 from kor_cli.grammar.vocab import TokenizerInfo
@@ -205,3 +208,28 @@ def test_twin_frames_equal_the_built_ones_on_qwen(schema: str, tokenizer_info_fa
     info = tokenizer_info_factory("qwen")
     made = frames_with_and_without_twins(rules, info, rules.reachable_rules())
     assert (made > 0) == (schema == "rpc")
+
+
+@st.composite
+def arrays_and_tokens(draw: st.DrawFn) -> tuple[RuleSet, list[bytes | None]]:
+    """Rules that are a literal or an array of calls (`[`, items split by `,`, `]`: the
+    `[` state has a twin), and tokens over the JSON-ish alphabet."""
+    count = draw(st.integers(1, 3))
+    piece = st.binary(min_size=1, max_size=3).map(lambda b: bytes(ALPHABET[x % 10] for x in b))
+
+    def body() -> object:
+        item = call(draw(st.integers(0, count - 1)))
+        array = seq(literal("["), repeat(item, draw(st.integers(0, 1)), None, literal(",")))
+        return alt(literal(draw(piece)), seq(array, literal("]")))
+
+    bodies = {k: body() for k in range(count)}
+    rules = RuleSet(0, lambda k: compile_ast(bodies[k]))
+    token = st.binary(min_size=1, max_size=6).map(lambda b: bytes(ALPHABET[x % 10] for x in b))
+    return rules, draw(st.lists(st.one_of(token, st.none()), min_size=10, max_size=200))
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(arrays_and_tokens())
+def test_twin_frames_equal_the_built_ones_on_drawn_arrays(drawn) -> None:
+    rules, token_bytes = drawn
+    frames_with_and_without_twins(rules, TokenizerInfo(token_bytes), reachable(rules))

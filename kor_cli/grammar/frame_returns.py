@@ -95,9 +95,12 @@ def twin_frame(frames: FrameMasks, rule_id: int, table: RuleTable, state: int) -
     stays = inner.stays.copy()
     set_bits(stays, np.concatenate([alone[bounds[b] : bounds[b + 1]] for b in edges]))
     spans = [(starts[b] + bounds[b + 1] - bounds[b], starts[b + 1]) for b in edges]
-    longer = np.concatenate([ids[lo:hi] for lo, hi in spans])  # those going on past the byte
-    padded = sorted_.matrix()[1]
-    seconds_byte = np.concatenate([padded[lo:hi, 1] for lo, hi in spans])  # their suffixes'
+    spans = [(lo, hi) for lo, hi in spans if lo < hi]  # tokens going on past the byte
+    longer = np.concatenate([ids[lo:hi] for lo, hi in spans]) if spans else _NONE
+    padded = sorted_.matrix()[1] if spans else None  # two columns at least then
+    seconds_byte = (  # the first byte of each suffix
+        np.concatenate([padded[lo:hi, 1] for lo, hi in spans]) if padded is not None else _BYTES
+    )
     keep = ~_has(inner.stays, longer)
     if len(inner.tokens):  # a row (token, 1) the twin has already
         seconds = np.zeros(len(stays), dtype="<u4")
@@ -442,5 +445,6 @@ _Start = tuple["FrameMask | None", bytes, dict[int, int], RuleTable | None]
 
 
 _NONE = np.zeros(0, dtype=np.int64)
+_BYTES = np.zeros(0, dtype=np.uint8)
 PYTHON_ROWS = 96  # `byte_offsets` walks up to this many tokens in Python (~0.4 us each)
 _DEPTH = 16  # nested ways (empty callees, escapes read on) followed before giving up
