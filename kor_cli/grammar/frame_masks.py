@@ -445,14 +445,27 @@ _NO_IDS = np.zeros(0, dtype=np.int64)
 
 
 def ids_of_words(words: np.ndarray, vocab_size: int) -> np.ndarray:
-    """The token ids whose bits are set in packed words (only non-zero words unpacked).
-    Both searches run over bools: numpy's nonzero of a bool array is ~5x faster than of
-    uint32 words or unpacked uint8 bits (4,748 words: ~2.5 us, not ~13)."""
-    nonzero = np.flatnonzero(words != 0)
-    if not len(nonzero):
-        return _NO_IDS
-    bits = np.flatnonzero(
-        np.unpackbits(words[nonzero].view(np.uint8), bitorder="little").view(bool)
-    )
-    ids = nonzero[bits >> 5] * 32 + (bits & 31)
-    return ids[ids < vocab_size]
+    """The token ids whose bits are set in packed words (only non-zero words unpacked),
+    ascending. Both searches run over bools: numpy's nonzero of a bool array is ~5x faster
+    than of uint32 words or unpacked uint8 bits (4,748 words: ~2.5 us, not ~13). Up to
+    `FEW_WORDS` non-zero words are unpacked in Python (~3 us less than numpy's five calls)."""
+    nonzero = (words != 0).nonzero()[0]
+    if len(nonzero) <= FEW_WORDS:
+        if not len(nonzero):
+            return _NO_IDS
+        found: list[int] = []
+        for index, word in zip(nonzero.tolist(), words[nonzero].tolist(), strict=True):
+            base = index << 5
+            while word:
+                low = word & -word
+                found.append(base | low.bit_length() - 1)
+                word ^= low
+        ids = np.array(found, dtype=np.int64)
+    else:
+        bits = np.unpackbits(words[nonzero].view(np.uint8), bitorder="little").view(bool)
+        bits = bits.nonzero()[0]
+        ids = nonzero[bits >> 5] * 32 + (bits & 31)
+    return ids if ids[-1] < vocab_size else ids[ids < vocab_size]
+
+
+FEW_WORDS = 4  # `ids_of_words` unpacks this many non-zero words in Python
