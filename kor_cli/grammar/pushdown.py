@@ -36,6 +36,11 @@ FORCED_LIMIT = 256
 MAX_STACKS = 64  # stacks kept per configuration between tokens (`PushdownGrammar.bounded`)
 _MAX_CACHED = 2048  # masks kept per cache (first in, first out): ~40 MB each at 151k tokens
 
+# `PushdownGrammar._seconds`: one frame's escapes after one byte: the tokens whose suffix is
+# that byte alone; every second byte of the longer suffixes (a 256-bit int); and by second
+# byte, the tokens whose suffix ends there and the longer suffixes with their tokens
+_BySecond = tuple[list[int], int, dict[int, tuple[list[int], list[tuple[bytes, list[int]]]]]]
+
 
 class PushdownGrammar:
     """A `RuleSet` over one tokenizer: shared stacks, frame masks and mask caches."""
@@ -54,7 +59,7 @@ class PushdownGrammar:
         self.dead = root != EMPTY and not self.stacks.frame(root)[1]
         self._stops = frozenset(info.stop_ids)
         self._stack_masks: dict[int, np.ndarray] = {}
-        self._suffixes: dict[tuple[int, bytes], bool] = {}
+        self._seconds: dict[tuple[int, int], _BySecond] = {}  # (state << 8 | byte, rule)
         self._masks: dict[Config, np.ndarray] = {}
         self._rows: dict[Config, np.ndarray] = {}  # the same masks as int32 views
         self._nothing = np.zeros(self.frames.words, dtype="<u4")
@@ -115,20 +120,20 @@ class PushdownGrammar:
             frame = frames.get(rule_id, state)
             words = frame.stays if words is None else words | frame.stays
             follow = stacks.next_bytes((below,)) & frame.escape_bytes if frame.escape_bytes else 0
+            seconds = self._seconds
             read: list[int] = []
             while follow:  # the escapes whose first byte after the frame the caller reads
                 byte = follow.bit_length() - 1
                 follow ^= 1 << byte
-                alone, longer = frame.reads_at(byte)
-                read += alone
-                if not longer:
-                    continue
-                # the bytes the caller reads after that one: most suffixes fail at their
-                # second byte (`,\n` where a value must follow), told without a walk
-                then = self._then(below, byte)
-                for suffix, tokens in longer.items():
-                    if then >> suffix[1] & 1 and self._reads(below, suffix):
-                        read += tokens
+                key = state << 8 | byte, rule_id
+                found = seconds.get(key)
+                if found is None:
+                    if len(seconds) >= 16 * _MAX_CACHED:
+                        seconds.clear()
+                    found = seconds[key] = _by_second(frame.reads_at(byte))
+                read += found[0]
+                if found[1]:
+                    self._read_longer(below, byte, found, read)
             if read:
                 if words is frame.stays:
                     words = words.copy()  # never into a frame's own array
@@ -140,6 +145,35 @@ class PushdownGrammar:
             del self._stack_masks[next(iter(self._stack_masks))]
         self._stack_masks[stack] = words
         return words
+
+    def _read_longer(self, stack: int, byte: int, escapes: _BySecond, read: list[int]) -> None:
+        """Add to `read` the tokens of the suffixes of two bytes or more in `escapes` (each
+        starting with `byte`, which `stack` reads) that `stack` reads whole. Most fail at
+        their second byte (`,\\n` where a value must follow) and many end there: both told
+        by the bytes after `byte` (`_then`) without a walk; the rest read on from the
+        position after their first two bytes, found once per second byte (`_after`)."""
+        _, seconds, groups = escapes
+        then = self._then(stack, byte) & seconds
+        first: Any = None
+        after = self._after
+        while then:
+            second = then.bit_length() - 1
+            then ^= 1 << second
+            ends, longer = groups[second]
+            read += ends
+            if not longer:
+                continue
+            if first is None:
+                first = after(self.stacks.frame(stack) if stack > CONTEXT else None, byte)
+            at_second = after(first, second)
+            for suffix, tokens in longer:
+                at = at_second
+                for next_byte in suffix[2:]:
+                    at = after(at, next_byte)
+                    if at is None:
+                        break
+                else:
+                    read += tokens
 
     def _then(self, stack: int, byte: int) -> int:
         """The bytes that can come after `byte` (which `stack` reads), as a 256-bit int:
@@ -157,41 +191,27 @@ class PushdownGrammar:
                     return self.stacks.next_bytes((below,))
         return self.stacks.next_bytes(self.stacks.step(stack, byte))
 
-    def _reads(self, stack: int, data: bytes) -> bool:
-        """True when `data` can be read from `stack` (cached). Read by the top frames'
-        tables alone while the states they pass neither call a rule nor can end, popping
-        a frame that reaches a final state (it can only be popped: the stack below reads
-        on); the rest by the stacks, from the stack those bytes lead to (cached)."""
-        at, size = 0, len(data)  # bytes of `data` read, of
-        frame, table_of = self.stacks.frame, self.stacks.table
-        while stack > CONTEXT:
-            rule_id, state, below = frame(stack)
-            table = table_of(rule_id)
-            flat, accepting, calls = table.flat, table.accepting, table.calls
-            first = at
-            while at < size:
-                if accepting[state] or state in calls:
-                    break
-                state = flat[state << 8 | data[at]]
-                if not state:
-                    return False
-                at += 1
-            else:
-                return True
+    def _after(self, at: Any, byte: int) -> Any:
+        """Where reading `byte` from `at` leads (None: nowhere). A position is a frame
+        tuple (rule, state, stack below), read by its rule's table alone while its state
+        neither calls a rule nor can end (a final state is popped: the frame below reads
+        on), or else a configuration, read by the stacks. None reads nothing."""
+        if at is None:
+            return None
+        stacks = self.stacks
+        if type(at) is not tuple:
+            return stacks.step_config(at, byte) or None
+        rule_id, state, below = at
+        table = stacks.table(rule_id)
+        while table.accepting[state] or state in table.calls:
             if not table.final[state]:
-                if at > first:  # the stack those bytes lead to (the states before it
-                    stack = self.stacks.push(below, rule_id, state)  # neither end nor call)
-                break
-            stack = below  # a final state is popped
-        else:
-            return at == size  # nothing reads on past the grammar's or context's end
-        key = (stack, data[at:])
-        found = self._suffixes.get(key)
-        if found is None:
-            if len(self._suffixes) >= 16 * _MAX_CACHED:
-                self._suffixes.clear()
-            found = self._suffixes[key] = bool(self.stacks.walk((stack,), key[1]))
-        return found
+                return stacks.step(stacks.push(below, rule_id, state), byte) or None
+            if below <= CONTEXT:  # nothing reads on past the grammar's or context's end
+                return None
+            rule_id, state, below = stacks.frame(below)
+            table = stacks.table(rule_id)
+        state = table.flat[state << 8 | byte]
+        return (rule_id, state, below) if state else None
 
     def next_config(self, config: Config, token_id: int) -> Config:
         """The configuration after `token_id` (empty: not allowed). A stop id keeps an
@@ -325,3 +345,21 @@ class PushdownMatcher(HistoryMatcher[Config]):
 def pushdown_grammar(rules: RuleSet | Any, info: TokenizerInfo) -> PushdownGrammar:
     """A `PushdownGrammar` of a `RuleSet`, or of a plain DFA (one rule, no calls)."""
     return PushdownGrammar(rules if isinstance(rules, RuleSet) else RuleSet.from_dfa(rules), info)
+
+
+def _by_second(reads: tuple[list[int], dict[bytes, list[int]]]) -> _BySecond:
+    """A frame's `reads_at` (one byte), its longer suffixes grouped by their second byte."""
+    alone, longer = reads
+    seconds = 0
+    groups: dict[int, tuple[list[int], list[tuple[bytes, list[int]]]]] = {}
+    for suffix, tokens in longer.items():
+        second = suffix[1]
+        group = groups.get(second)
+        if group is None:
+            group = groups[second] = ([], [])
+            seconds |= 1 << second
+        if len(suffix) == 2:
+            group[0].extend(tokens)
+        else:
+            group[1].append((suffix, tokens))
+    return alone, seconds, groups

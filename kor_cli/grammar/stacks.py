@@ -194,12 +194,12 @@ class Stacks:
         """The configuration after reading `data` (empty: it cannot be read)."""
         current = frozenset(config)
         for byte in data:
-            current = self._config_step(current, byte)
+            current = self.step_config(current, byte)
             if not current:
                 break
         return current
 
-    def _config_step(self, config: Config, byte: int) -> Config:
+    def step_config(self, config: Config, byte: int) -> Config:
         """One byte from a configuration (cached per configuration and byte)."""
         if len(config) == 1:  # cached by `step` (no key tuple kept)
             (only,) = config
@@ -260,7 +260,7 @@ class Stacks:
                     break
                 if at and self._ends_context(current):
                     follow |= 1 << at
-                current = self._config_step(current, data[at])
+                current = self.step_config(current, data[at])
                 path.append((current, follow))
             previous = data[: len(path) - 1]
             if current:
