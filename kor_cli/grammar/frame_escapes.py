@@ -90,7 +90,7 @@ class FrameMask:
             grouped = self._grouped = {}
         found = grouped.get(byte)
         if found is None:
-            rows = np.flatnonzero(self.firsts == byte)
+            rows = (self.firsts == byte).nonzero()[0]
             by_suffix: dict[bytes, list[int]] = {}
             token_bytes = self.token_bytes
             for token, at in zip(
@@ -111,7 +111,7 @@ class FrameMask:
             reads = self._reads = {}
         found = reads.get(byte)
         if found is None:
-            rows = np.flatnonzero(self.firsts == byte)
+            rows = (self.firsts == byte).nonzero()[0]
             alone: list[int] = []
             longer: dict[bytes, list[int]] = {}
             token_bytes = self.token_bytes
@@ -176,7 +176,7 @@ def _firsts(
     inside = (positions >= 0) & (offsets < WIDTH)
     matrix = sorted_.matrix()[1]
     firsts = matrix[np.where(inside, positions, 0), np.where(inside, offsets, 0)]
-    for row in np.flatnonzero(~inside).tolist():
+    for row in (~inside).nonzero()[0].tolist():
         firsts[row] = (token_bytes[int(tokens[row])] or b"\0")[int(offsets[row])]
     return firsts
 

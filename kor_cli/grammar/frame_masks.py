@@ -419,14 +419,14 @@ def _has(words: np.ndarray, ids: np.ndarray) -> np.ndarray:
 
 def _offset_rows(tokens: np.ndarray, where: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
     """Escape rows of tokens from their offset bits (bit k: escapes before byte k)."""
-    escaping = np.flatnonzero(where)  # most candidates only stay or are dead: no bits
+    escaping = where.nonzero()[0]  # most candidates only stay or are dead: no bits
     if not len(escaping):
         return []
     tokens, where = tokens[escaping], where[escaping]
     # bit k of each token's `where` (k = 1..WIDTH-1), offset major: rows by offset, then
     # tokens in their order (one flat nonzero of bools: a 2-D one of int64 is ~3x slower)
     size = len(tokens)
-    found = np.flatnonzero(((where[None, :] >> _OFFSETS[:, None]) & 1).astype(bool).ravel())
+    found = (((where[None, :] >> _OFFSETS[:, None]) & 1).astype(bool).ravel()).nonzero()[0]
     offsets = found // size
     return [(tokens[found - offsets * size], _OFFSETS[offsets])]
 

@@ -162,7 +162,7 @@ def decide_returns(
     the simulation, as is a token whose byte path from `state` is not settled.
     Updates `settled` and `where` in place and sets the tokens that stay in `stays`;
     returns which of `ids` the simulation must read."""
-    open_ = np.flatnonzero(through & settled)
+    open_ = (through & settled).nonzero()[0]
     settled[through] = False  # decided below, or left to the simulation
     if not len(open_):
         return ~settled
@@ -244,14 +244,14 @@ def read_calls(
     """Decide the candidates `ids` from `state` with a `CallReader`: set those that stay in
     `stays`; return the escape rows of the others it decided, and the ids left to the
     simulation."""
-    reader = CallReader(frames, table)
+    read = CallReader(frames, table).read
     token_bytes = frames.info.token_bytes
     tokens: list[int] = []
     offsets: list[int] = []
     slow: list[int] = []
     staying: list[int] = []
     for token in ids.tolist():
-        found = reader.read(state, token_bytes[token] or b"")
+        found = read(state, token_bytes[token] or b"", 0, 0)
         if found is None:
             slow.append(token)
         elif found[0]:
@@ -300,12 +300,9 @@ class CallReader:
         self._ends: bool | None = None  # the start frame can end before a byte (`ends`)
         self._starts: dict[int, _Start] = {}  # the callees' start frames (`_callee_frame`)
 
-    def read(self, state: int, data: bytes) -> tuple[bool, int] | None:
-        """How `data` reads from `state` (calls there count; a pop before the first byte
-        does not): (stays, escape offset bits), or None when undecided."""
-        return self._from(state, data, 0, 0)
-
-    def _from(self, q: int, data: bytes, k: int, depth: int) -> tuple[bool, int] | None:
+    def read(self, q: int, data: bytes, k: int, depth: int) -> tuple[bool, int] | None:
+        """How `data[k:]` reads from state `q` (calls there count; a pop before byte k does
+        not), `depth` ways deep: (stays, escape offset bits), or None when undecided."""
         flat, accepting, calls = self._flat, self._accepting, self._calls
         stays, bits, n = False, 0, len(data)
         while k < n:
@@ -343,7 +340,7 @@ class CallReader:
                 q = flat[q << 8 | data[at]]
                 at += 1
                 if not q:  # no way through the callee (the frame's escape rows say so too)
-                    return self._from(ret, data, k, depth + 1) if frame.ends else (False, 0)
+                    return self.read(ret, data, k, depth + 1) if frame.ends else (False, 0)
                 if at == n:  # the callee's frame lives: the rest stays in it
                     return True, 0
                 if accepting[q] or q in calls:
@@ -356,7 +353,7 @@ class CallReader:
             return self._through(callee, ret, data, k, depth)
         stays, bits = False, 0
         if frame.ends:  # the callee can end before a byte: the return state reads on
-            found = self._from(ret, data, k, depth + 1)
+            found = self.read(ret, data, k, depth + 1)
             if found is None:
                 return None
             stays, bits = found
@@ -366,7 +363,7 @@ class CallReader:
         while ends:
             at = (ends & -ends).bit_length() - 1
             ends &= ends - 1
-            found = self._from(ret, data, k + at, depth + 1)
+            found = self.read(ret, data, k + at, depth + 1)
             if found is None:
                 return None
             stays = stays or found[0]
@@ -384,7 +381,7 @@ class CallReader:
             table = self._frames.stacks.table(callee)
             reader = CallReader(self._frames, table, self._readers, callee)
             self._readers[callee] = reader
-        inner = reader._from(reader._table.start, data, k, depth + 1)
+        inner = reader.read(reader._table.start, data, k, depth + 1)
         if inner is None:
             return None
         if inner[0]:
@@ -396,7 +393,7 @@ class CallReader:
         while ends:
             at = (ends & -ends).bit_length() - 1
             ends &= ends - 1
-            found = self._from(ret, data, at, depth + 1)
+            found = self.read(ret, data, at, depth + 1)
             if found is None:
                 return None
             stays = stays or found[0]
