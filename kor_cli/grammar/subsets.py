@@ -79,9 +79,15 @@ def subsets(
             if type(targets) is int or len(targets) == 1:
                 t = targets if type(targets) is int else targets[0]
                 target = by_target[t]
-                if not target:
+                if not target:  # (`_number` inline: most targets are new singletons)
                     sub = t if not eps[t] and edges[t] else closure(t)
-                    target = by_target[t] = _number(sub, ids, sets, max_states)
+                    target = ids.get(sub)
+                    if target is None:
+                        if len(sets) >= max_states:
+                            raise GrammarError(_too_many(max_states))
+                        target = ids[sub] = len(sets)
+                        sets.append(sub)
+                    by_target[t] = target
             else:
                 key = frozenset(targets)
                 target = unions.get(key)
@@ -89,8 +95,10 @@ def subsets(
                     union = empty.union(*map(members, key))
                     sub = next(iter(union)) if len(union) == 1 else union
                     target = unions[key] = _number(sub, ids, sets, max_states)
-            found = row.get(target)
-            row[target] = mask if found is None else found | mask
+            if target in row:
+                row[target] |= mask
+            else:
+                row[target] = mask
         i += 1
     accepting = np.array([s == accept if type(s) is int else accept in s for s in sets])
     return accepting, rows
