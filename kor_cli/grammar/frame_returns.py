@@ -211,28 +211,38 @@ def returns_of(frames: FrameMasks, table: RuleTable, callee: int, ret: int) -> d
     known = frames.returns.get(key)
     if known is not None and known[0] is table:
         return known[1]
+    out: dict[int, int]
     token_bytes = frames.info.token_bytes
     flat, accepting, calls = table.flat, table.accepting, table.calls
     inner = frames.get(callee, frames.stacks.table(callee).start)
-    out: dict[int, int] = {}
-    for token, k in zip(inner.tokens.tolist(), inner.offsets.tolist(), strict=True):
+    if ret in calls:  # every row has bytes left at `ret`: the simulation decides
+        out = dict.fromkeys(inner.tokens.tolist(), UNDECIDED)
+        frames.returns[key] = (table, out)
+        return out
+    out = {}
+    at_ret = 1 if accepting[ret] else 0
+    rows = zip(inner.tokens.tolist(), inner.offsets.tolist(), inner.firsts.tolist(), strict=True)
+    for token, k, byte in rows:  # the first byte from `ret` is the row's `firsts` byte
         found = out.get(token, 0)
         if found < 0:
             continue
-        data = token_bytes[token] or b""
-        q, n = ret, len(data)
-        while k < n:
-            if q in calls:  # a call with bytes left: the simulation decides
-                found = UNDECIDED
-                break
-            if accepting[q]:
-                found |= 1 << k
-            q = flat[q << 8 | data[k]]
-            k += 1
-            if not q:
-                break
-        else:
-            found = STAYING
+        found |= at_ret << k
+        q = flat[ret << 8 | byte]
+        if q:  # most rows die at their first byte: their bytes are not read
+            data = token_bytes[token] or b""
+            k, n = k + 1, len(data)
+            while k < n:
+                if q in calls:  # a call with bytes left: the simulation decides
+                    found = UNDECIDED
+                    break
+                if accepting[q]:
+                    found |= 1 << k
+                q = flat[q << 8 | data[k]]
+                k += 1
+                if not q:
+                    break
+            else:
+                found = STAYING
         out[token] = found
     frames.returns[key] = (table, out)
     return out
