@@ -245,6 +245,20 @@ def test_byte_classes_match_grouping(given_masks: list[int]) -> None:
     assert all(classes[k] >> b & 1 for b, k in enumerate(class_of.tolist()))
 
 
+@given(st.lists(masks, max_size=30), st.lists(st.integers(0, 7), min_size=256, max_size=256))
+@settings(max_examples=300, deadline=None)
+def test_byte_classes_from_a_partition(given_masks: list[int], labels: list[int]) -> None:
+    """Starting from a partition (an automaton's classes) instead of refining by its masks
+    one by one gives the same classes in the same order."""
+    start = [0] * 8
+    for b, label in enumerate(labels):
+        start[label] |= 1 << b
+    start = [m for m in start if m]
+    class_of, classes = byte_classes(set(given_masks).difference(start), start)
+    expected_of, expected = byte_classes([*given_masks, *start])
+    assert classes == expected and class_of.tolist() == expected_of.tolist()
+
+
 @st.composite
 def excluded_words(draw: st.DrawFn) -> tuple[np.ndarray, np.ndarray, int]:
     """Any word but a few (the key language of additionalProperties beside listed keys):

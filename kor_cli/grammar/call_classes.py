@@ -30,19 +30,24 @@ Table = tuple[np.ndarray, np.ndarray, int, Marks]
 
 
 def build_with_calls(
-    node: Node, masks: set[int], automata: set[int], max_states: int
+    node: Node, masks: set[int], automata: set[int], max_states: int, partition: Sequence[int] = ()
 ) -> Table | None:
     """(table [n, 256], accepting, start, marks; start 0 for the empty language) of `node`
     (`marks`: each state's calls, (callee, return state) pairs by callee, and the states
     inside markers, as `rules.split_calls` reads them off the table); `masks`: the byte
-    sets of its leaves, `automata`: those of its automata's classes. None when a marker
+    sets of its leaves, `automata`: those of its automata's classes (`partition`: one
+    automaton's, all its classes, as `nfa.leaf_masks` gives them). None when a marker
     byte is not in a well-formed marker of a `Seq` (or is read inside an embedded
     automaton not built so: see `nfa.NFA`), or the state limits may be near: the caller
     builds it over bytes."""
     if any(m >> MARK and m & (m - 1) for m in masks):
         return None  # a leaf's byte set holds marker bytes
     low = (1 << MARK) - 1  # an automaton's class may hold marker bytes (dead ones; a live
-    class_of, class_masks = byte_classes({m & low for m in masks | automata} - {0})  # refused)
+    ones = {m & low for m in masks | automata} - {0}  # one refused): cut off here
+    first = [m & low for m in partition if m & low]  # and the marker bytes apart
+    if first:
+        first.append(((1 << 256) - 1) ^ low)
+    class_of, class_masks = byte_classes(ones.difference(first), first)
     nfa = NFA(class_masks, 10 * max_states, class_of.tolist(), calls=SPARSE_STATES)
     start = nfa.new()
     try:

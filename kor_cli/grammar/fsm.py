@@ -269,9 +269,10 @@ def _build(node: Node, max_states: int) -> ByteDFA:
                 union = product(union, dfa, "or", max_states)
             return union
     automata: set[int] = set()
-    masks = leaf_masks(node, automata)
+    partition: list[int] = []
+    masks = leaf_masks(node, automata, partition)
     if 1 << MARK in masks or 1 << MARK in automata:  # call markers: each call one symbol
-        built = build_with_calls(node, masks, automata, max_states)
+        built = build_with_calls(node, masks, automata, max_states, partition)
         if built is not None:
             table, accepting, start, marks = built
             if not start:
@@ -279,7 +280,7 @@ def _build(node: Node, max_states: int) -> ByteDFA:
             out = ByteDFA.made(table, accepting, start, trimmed=True)
             out.marks = marks
             return out
-    class_of, class_masks = byte_classes(masks | automata)
+    class_of, class_masks = byte_classes((masks | automata).difference(partition), partition)
     nfa = NFA(class_masks, 10 * max_states, class_of.tolist())
     start = nfa.new()
     accept = nfa.build(node, start)

@@ -9,7 +9,7 @@ can reach the accept state, because the AST constructors remove the empty langua
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -29,9 +29,13 @@ def automaton_byte_sets(node: Automaton) -> list[int]:
     return masks
 
 
-def leaf_masks(root: Node, automata: set[int] | None = None) -> set[int]:
+def leaf_masks(
+    root: Node, automata: set[int] | None = None, partition: list[int] | None = None
+) -> set[int]:
     """Every distinct byte mask used by the leaves of `root` (those of embedded automata'
-    classes in `automata` instead, if given)."""
+    classes in `automata` instead, if given; `partition`, if given, gets the classes of
+    the automaton with the most, a partition of the bytes for `byte_classes` to start
+    from)."""
     masks: set[int] = set()
     automata = masks if automata is None else automata
     seen: set[int] = set()
@@ -47,7 +51,10 @@ def leaf_masks(root: Node, automata: set[int] | None = None) -> set[int]:
         if isinstance(node, (Seq, Alt)):
             stack.extend(node.items)
         elif isinstance(node, Automaton):
-            automata.update(automaton_byte_sets(node))
+            columns = automaton_byte_sets(node)
+            automata.update(columns)
+            if partition is not None and len(columns) > len(partition):
+                partition[:] = columns
         else:
             stack.extend(_children(node))
     return masks
@@ -59,12 +66,14 @@ def _children(node: Node) -> Iterable[Node]:
     return children(node)
 
 
-def byte_classes(masks: Iterable[int]) -> tuple[np.ndarray, list[int]]:
-    """Coarsest partition of bytes refining every mask: (class of each byte, class masks).
+def byte_classes(masks: Iterable[int], start: Sequence[int] = ()) -> tuple[np.ndarray, list[int]]:
+    """Coarsest partition of bytes refining every mask and the partition `start` (if
+    given: an embedded automaton's classes, refined as a whole instead of mask by mask):
+    (class of each byte, class masks).
 
     One-byte masks (most of them: literal text) only cut their byte out of its class, so
     they are applied last, all at once, instead of each one scanning every class."""
-    classes = [(1 << 256) - 1]
+    classes = list(start) if start else [(1 << 256) - 1]
     singles = 0
     for mask in masks:
         if not mask & (mask - 1):
