@@ -27,7 +27,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kor_cli.grammar import trie as trie_module
-from kor_cli.grammar.bitmask import as_numpy_bitmask, write_row
+from kor_cli.grammar.bitmask import as_numpy_bitmask, set_bits, write_row
 from kor_cli.grammar.compile import compile_json_schema
 from kor_cli.grammar.index import TokenIndex
 from kor_cli.grammar.trie import TokenTrie
@@ -418,3 +418,18 @@ def test_write_row_wraps_uint32_words_and_clears_on_none() -> None:
     assert as_numpy_bitmask(bitmask) is bitmask
     with pytest.raises(ValueError):
         as_numpy_bitmask(bitmask.astype(">i4"))
+
+
+@pytest.mark.parametrize("count", [0, 1, 5, 16, 17, 60])
+def test_set_bits_from_lists_and_arrays(count: int) -> None:
+    """`set_bits` (a few ids one by one, more by ufunc.at) sets the same bits from a list
+    or an int64 array, repeats included, onto words already set."""
+    rng = np.random.default_rng(count)
+    ids = rng.integers(0, 32 * 40, size=count).tolist()
+    start = rng.integers(0, 1 << 32, size=40, dtype=np.uint64).astype("<u4")
+    want = np.unpackbits(start.view(np.uint8), bitorder="little").astype(bool)
+    want[ids] = True
+    for these in (ids, np.asarray(ids, dtype=np.int64)):
+        words = start.copy()
+        set_bits(words, these)
+        assert (np.unpackbits(words.view(np.uint8), bitorder="little").astype(bool) == want).all()

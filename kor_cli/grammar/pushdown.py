@@ -137,7 +137,7 @@ class PushdownGrammar:
             if read:
                 if words is frame.stays:
                     words = words.copy()  # never into a frame's own array
-                set_bits(words, np.asarray(read, dtype=np.int64))
+                set_bits(words, read)
             if not frame.ends:
                 break
             at = below
