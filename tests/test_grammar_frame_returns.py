@@ -69,6 +69,16 @@ def assert_frames_equal(
                 assert got.escapes() == want.escapes(), (rule_id, state)
 
 
+def schema_rules(schema: str) -> RuleSet:
+    """The rules of a recursive schema (tree, rpc) or one of engines.py's five."""
+    source = (
+        recursive_schema(schema, closed=True)
+        if schema in ("tree", "rpc")
+        else FIVE[schema]["schema"]
+    )
+    return compile_json_schema(source).rules
+
+
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(rules_and_tokens())
 def test_returns_decide_as_the_simulation_on_drawn_rules(drawn) -> None:
@@ -78,12 +88,7 @@ def test_returns_decide_as_the_simulation_on_drawn_rules(drawn) -> None:
 
 @pytest.mark.parametrize("schema", ["tree", "rpc", "ui", "reviews"])
 def test_returns_decide_as_the_simulation_on_qwen(schema: str, tokenizer_info_factory) -> None:
-    source = (
-        recursive_schema(schema, closed=True)
-        if schema in ("tree", "rpc")
-        else FIVE[schema]["schema"]
-    )
-    rules = compile_json_schema(source).rules
+    rules = schema_rules(schema)
     decided = frames_both_ways(rules, tokenizer_info_factory("qwen"), rules.reachable_rules())
     # the call states' `]`, `}`, `,` tokens are decided from the return state (reviews'
     # calls are its large values: no token leaves one and goes on in its caller there;
@@ -121,12 +126,7 @@ def test_call_reader_decides_as_the_simulation_on_drawn_rules(drawn) -> None:
 
 @pytest.mark.parametrize("schema", ["tree", "rpc", "ui"])
 def test_call_reader_decides_as_the_simulation_on_qwen(schema: str, tokenizer_info_factory) -> None:
-    source = (
-        recursive_schema(schema, closed=True)
-        if schema in ("tree", "rpc")
-        else FIVE[schema]["schema"]
-    )
-    rules = compile_json_schema(source).rules
+    rules = schema_rules(schema)
     info = tokenizer_info_factory("qwen")
     assert frames_with_and_without_reader(rules, info, rules.reachable_rules()) > 0
 
@@ -201,10 +201,7 @@ def test_twin_frames_equal_the_built_ones_on_drawn_rules(drawn) -> None:
 def test_twin_frames_equal_the_built_ones_on_qwen(schema: str, tokenizer_info_factory) -> None:
     # rpc's array `[` (`]` or its first item) is its `,` state's frame (the next item) and
     # the `]` tokens (tree's and reviews' arrays read their items inline: no twins)
-    source = (
-        recursive_schema(schema, closed=True) if schema != "reviews" else FIVE[schema]["schema"]
-    )
-    rules = compile_json_schema(source).rules
+    rules = schema_rules(schema)
     info = tokenizer_info_factory("qwen")
     made = frames_with_and_without_twins(rules, info, rules.reachable_rules())
     assert (made > 0) == (schema == "rpc")
