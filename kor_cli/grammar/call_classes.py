@@ -14,7 +14,7 @@ so the table is the very one the byte pipeline gives.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -25,16 +25,25 @@ from kor_cli.grammar.nfa import NFA, NotMarked, byte_classes
 from kor_cli.grammar.refine import live_blocks
 from kor_cli.grammar.subsets import subsets
 
-Marks = tuple[dict[int, tuple[tuple[int, int], ...]], set[int]]
-Table = tuple[np.ndarray, np.ndarray, int, Marks]
+Calls = dict[int, tuple[tuple[int, int], ...]]
+Marks = tuple[Calls, set[int]]
+Split = tuple[np.ndarray, np.ndarray, Calls]  # a rule's table, accepting and calls
+Table = tuple[Callable[[], np.ndarray], np.ndarray, Marks, Callable[[], Split]]
+EMPTY: Table = (  # the empty language (`fsm` builds its own DFA)
+    lambda: np.zeros((1, 256), dtype=np.int32),
+    np.zeros(1, dtype=bool),
+    ({}, set()),
+    lambda: (np.zeros((1, 256), dtype=np.int32), np.zeros(1, dtype=bool), {}),
+)
 
 
 def build_with_calls(
     node: Node, masks: set[int], automata: set[int], max_states: int, partition: Sequence[int] = ()
 ) -> Table | None:
-    """(table [n, 256], accepting, start, marks; start 0 for the empty language) of `node`
-    (`marks`: each state's calls, (callee, return state) pairs by callee, and the states
-    inside markers, as `rules.split_calls` reads them off the table); `masks`: the byte
+    """(a thunk of the table [n, 256], accepting, marks, split; start 1; `EMPTY` for the
+    empty language) of `node` (`marks`: each state's calls, (callee, return state) pairs
+    by callee, and the states inside markers, as `rules.split_calls` reads them off the
+    table; `split`: a thunk of the rule it reads off, see `marker_table`); `masks`: the byte
     sets of its leaves, `automata`: those of its automata's classes (`partition`: one
     automaton's, all its classes, as `nfa.leaf_masks` gives them). None when a marker
     byte is not in a well-formed marker of a `Seq` (or is read inside an embedded
@@ -68,7 +77,7 @@ def build_with_calls(
             return None  # (over bytes, at most WIDTH more states per call: maybe past it)
     found = live_blocks(rows, accepting.tolist(), 1)
     if found is None:
-        return np.zeros((1, 256), dtype=np.int32), np.zeros(1, dtype=bool), 0, ({}, set())
+        return EMPTY
     return marker_table(found[0], found[1], accepting.tolist(), base, callees, class_of)
 
 
@@ -83,20 +92,24 @@ def marker_table(
     """The minimal byte DFA, markers spelled out, of the minimal call-class DFA given by
     its live `rows` and Nerode `block`s (state 1 the start): BFS from the start, a
     state's byte targets by lowest class and then its marker state; a marker state is
-    (digits read, the open (callee digits left, return state) pairs)."""
+    (digits read, the open (callee digits left, return state) pairs). Its table and the
+    rule `rules.split_calls` reads off it (its states outside markers, numbered in that
+    order) are made when asked for (thunks: a rule build asks for the rule alone)."""
     plain = (1 << base) - 1
-    number = {block[1]: 1}  # block -> its number (a state outside markers)
+    number = {block[1]: 1}  # block -> its number in the rule (a state outside markers)
+    form = [0, 1]  # a rule state's number in the DFA with markers (its place in `queue`)
     inner: dict[tuple[int, frozenset[tuple[int, int]]], int] = {}  # marker state -> number
     queue: list[int | tuple[int, list[tuple[int, int]]]] = [1]
-    acc = [False, accepting[1]]
-    callers: list[tuple[int, list[tuple[int, int]]]] = []  # (state, its (callee, return))
-    triples: list[tuple[int, int, int]] = []  # byte transitions: (state, class mask, target)
+    acc = [False, accepting[1]]  # of the rule's states
+    callers: list[tuple[int, list[tuple[int, int]]]] = []  # (rule state, its (callee, return))
+    triples: list[tuple[int, int, int]] = []  # the rule's transitions: (state, class mask, target)
     cells: list[tuple[int, int, int]] = []  # marker transitions: (state, byte, target)
 
     def reach(t: int) -> int:
         found = number.get(block[t])
         if found is None:
-            found = number[block[t]] = len(queue) + 1
+            found = number[block[t]] = len(form)
+            form.append(len(queue) + 1)
             queue.append(t)
             acc.append(accepting[t])
         return found
@@ -107,18 +120,20 @@ def marker_table(
         if found is None:
             found = inner[key] = len(queue) + 1
             queue.append((level, pairs))
-            acc.append(False)
         return found
 
-    for here, entry in enumerate(queue, 1):
+    here = 0  # the rule's number of the state at `at`
+    for at, entry in enumerate(queue, 1):
         if type(entry) is int:
+            here += 1
             row = rows[entry]
             if len(row) == 1:  # most states: one target, by bytes
                 ((t, m),) = row.items()
                 if m <= plain:
                     found = number.get(block[t])
                     if found is None:
-                        found = number[block[t]] = len(queue) + 1
+                        found = number[block[t]] = len(form)
+                        form.append(len(queue) + 1)
                         queue.append(t)
                         acc.append(accepting[t])
                     triples.append((here, m, found))
@@ -133,7 +148,7 @@ def marker_table(
                     calls.append((callees[low.bit_length() - 1], t))
                     m ^= low
             if calls:
-                cells.append((here, MARK, marked(0, calls)))
+                cells.append((at, MARK, marked(0, calls)))
                 callers.append((here, calls))
             continue
         level, pairs = entry  # type: ignore[misc]
@@ -144,13 +159,29 @@ def marker_table(
         for digit in sorted(by_digit):
             group = by_digit[digit]
             last = level == WIDTH - 1  # then one pair: a state calls a callee once
-            target = reach(group[0][1]) if last else marked(level + 1, group)
-            cells.append((here, DIGIT0 + digit, target))
-    size = len(queue) + 1
-    table = fill_table(size, base, triples).take(class_of, axis=1)
-    states, columns, targets = zip(*cells, strict=True) if cells else ((), (), ())
-    table[list(states), list(columns)] = targets
-    found = {
-        here: tuple(sorted((c, number[block[t]]) for c, t in calls)) for here, calls in callers
+            target = form[reach(group[0][1])] if last else marked(level + 1, group)
+            cells.append((at, DIGIT0 + digit, target))
+    calls = {
+        here: tuple(sorted((c, number[block[t]]) for c, t in pairs)) for here, pairs in callers
     }
-    return table, np.array(acc, dtype=bool), 1, (found, set(inner.values()))
+    size = len(queue) + 1
+    spelled = np.zeros(size, dtype=bool)
+    spelled[form] = acc
+    found = {form[here]: tuple((c, form[t]) for c, t in pairs) for here, pairs in calls.items()}
+
+    def split() -> Split:
+        """The rule: its states' table (no marker bytes), accepting, calls."""
+        table = fill_table(len(form), base, triples).take(class_of, axis=1)
+        table[:, MARK:] = 0  # (the marker bytes' class: read by no byte transition)
+        return table, np.array(acc, dtype=bool), calls
+
+    def spelled_out() -> np.ndarray:
+        """The table with markers (the rule's states renumbered, marker cells added)."""
+        out = fill_table(size, base, [(form[s], m, form[t]) for s, m, t in triples])
+        out = out.take(class_of, axis=1)
+        states, columns, targets = zip(*cells, strict=True) if cells else ((), (), ())
+        out[list(states), list(columns)] = targets
+        return out
+
+    marks = (found, set(inner.values()))
+    return spelled_out, spelled, marks, split

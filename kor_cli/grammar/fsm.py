@@ -30,7 +30,7 @@ from kor_cli.grammar.ast import (
     repeat,
     seq,
 )
-from kor_cli.grammar.call_classes import Marks, build_with_calls
+from kor_cli.grammar.call_classes import EMPTY, Marks, Split, Table, build_with_calls
 from kor_cli.grammar.call_markers import MARK
 from kor_cli.grammar.dfa_cache import cached, remember
 from kor_cli.grammar.distinct import distinct
@@ -54,7 +54,8 @@ class ByteDFA:
     a token index need not compute which states are live. `marks` (a rule body's DFA built
     with calls as symbols, else None): its call markers as `rules.split_calls` reads them
     (state -> its (callee, return state) pairs, callees ascending; the states inside
-    markers).
+    markers); `split` (such a DFA, else None): makes the (table, accepting, calls) of the
+    rule `rules.split_calls` reads off it. Such a DFA's table is made on first use (`lazy`).
     """
 
     __slots__ = (
@@ -66,6 +67,8 @@ class ByteDFA:
         "_fingerprint",
         "trimmed",
         "marks",
+        "split",
+        "_pending",
         "__weakref__",
     )
 
@@ -88,6 +91,7 @@ class ByteDFA:
         self._edges: list[list[tuple[int, int]]] | None = None
         self._fingerprint: str | None = None
         self.marks: Marks | None = None
+        self.split: Callable[[], Split] | None = None
 
     @classmethod
     def made(
@@ -96,18 +100,34 @@ class ByteDFA:
         """A DFA of arrays its builder made right (C-contiguous int32 [n, 256] and bool
         [n], dead state 0, 0 < start < n): `ByteDFA(...)` without the checks."""
         out = cls.__new__(cls)
-        out.transitions, out.accepting, out.start, out.trimmed = (
-            transitions,
-            accepting,
-            start,
-            trimmed,
-        )
-        out._compressed = out._edges = out._fingerprint = out.marks = None
+        out.transitions, out.accepting = transitions, accepting
+        out.start, out.trimmed = start, trimmed
+        out._compressed = out._edges = out._fingerprint = out.marks = out.split = None
         return out
+
+    @classmethod
+    def lazy(cls, built: Table) -> ByteDFA:
+        """The trimmed DFA (start 1) of a rule body built with calls (`build_with_calls`:
+        a thunk of its `transitions`, as `made` takes them, made on first use; accepting;
+        marks; `split`: a rule build reads that alone)."""
+        out = cls.__new__(cls)
+        out._pending, out.accepting, out.marks, out.split = built
+        out.start, out.trimmed = 1, True
+        out._compressed = out._edges = out._fingerprint = None
+        return out
+
+    def __getattr__(self, name: str) -> np.ndarray:
+        """A lazy DFA's table, made on first use (any other unset attribute: an error)."""
+        pending = self._pending if name == "transitions" else None
+        if pending is None:
+            raise AttributeError(name)
+        self.transitions = pending()
+        self._pending = None
+        return self.transitions
 
     @property
     def num_states(self) -> int:
-        return len(self.transitions)
+        return len(self.accepting)
 
     def step(self, state: int, byte: int) -> int:
         return int(self.transitions[state, byte])
@@ -274,12 +294,9 @@ def _build(node: Node, max_states: int) -> ByteDFA:
     if 1 << MARK in masks or 1 << MARK in automata:  # call markers: each call one symbol
         built = build_with_calls(node, masks, automata, max_states, partition)
         if built is not None:
-            table, accepting, start, marks = built
-            if not start:
+            if built is EMPTY:
                 return empty_dfa()
-            out = ByteDFA.made(table, accepting, start, trimmed=True)
-            out.marks = marks
-            return out
+            return ByteDFA.lazy(built)
     class_of, class_masks = byte_classes((masks | automata).difference(partition), partition)
     nfa = NFA(class_masks, 10 * max_states, class_of.tolist())
     start = nfa.new()

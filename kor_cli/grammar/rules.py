@@ -120,6 +120,12 @@ _split_memo: weakref.WeakKeyDictionary[ByteDFA, Rule] = weakref.WeakKeyDictionar
 
 
 def _split(dfa: ByteDFA) -> Rule:
+    split = getattr(dfa, "split", None)  # the builder's (`fsm.ByteDFA`): made so
+    if split is not None:
+        rows, accepting, calls = split()
+        if not accepting.any():
+            raise GrammarError("a rule matches nothing")
+        return Rule(ByteDFA.made(rows, accepting, 1), MappingProxyType(calls), pruned=True)
     table = np.asarray(dfa.transitions, dtype=np.int32)
     marks = getattr(dfa, "marks", None)  # the builder's (`fsm.ByteDFA`), or read here
     found, inside, reads_digits = (*marks, ()) if marks is not None else _markers(table)
