@@ -12,6 +12,11 @@ cost far more); AST nodes are never pickled, so an id never reaches another proc
 counter. A node outlives the intern table (`shared_rules` nodes, `copy.deepcopy`, which
 copies the `__dict__`): ids below `_floor`, given before the table was last forgotten, are
 stale and renumbered on their next use, so equal trees get equal ids again.
+
+A lookup keys a tree by its structure only when a DFA held has its shape (`_shape`: its
+kind and a few facts about its children, read off the node alone), and a DFA is held by
+that shape, unkeyed, until a tree of the same shape is looked up: most trees compiled in
+a cold compile (a rule's body) are never met again, and their structure is never walked.
 """
 
 from __future__ import annotations
@@ -34,6 +39,9 @@ _bytes_ids: dict[int, int] = {}  # byte leaves' ids, by mask
 _counter = itertools.count(1)
 _floor = 1  # ids below it were given before the intern table was last forgotten
 _dfas: OrderedDict[tuple[int, int], ByteDFA] = OrderedDict()
+_shape_of: dict[tuple[int, int], tuple[Any, ...]] = {}  # each key's shape (`_shape`)
+_unkeyed: dict[tuple[Any, ...], list[tuple[Node, ByteDFA]]] = {}  # remembered, not keyed
+_shapes: dict[tuple[Any, ...], int] = {}  # how many held DFAs have each shape
 _cached_states = 0
 
 
@@ -124,8 +132,33 @@ def structure(root: Node) -> int:
     return known[id(root)]
 
 
+def _shape(node: Node, max_states: int) -> tuple[Any, ...]:
+    """A key that structurally equal trees share, read in a few steps (the node's kind,
+    how many children, the first and last one's mask or kind): a tree whose shape no
+    DFA held has cannot hit, and is not keyed."""
+    kind = type(node)
+    if kind is Bytes:
+        return (max_states, kind, node.mask)  # type: ignore[attr-defined]
+    items = node.items if kind is Seq or kind is Alt else children(node)  # type: ignore[attr-defined]
+    if not items:
+        return (max_states, kind)
+    first, last = items[0], items[-1]
+    return (
+        max_states,
+        kind,
+        len(items),
+        first.mask if type(first) is Bytes else type(first),
+        last.mask if type(last) is Bytes else type(last),
+    )
+
+
 def cached(node: Node, max_states: int) -> ByteDFA | None:
-    """The DFA compiled earlier for a tree like `node` under the same state limit."""
+    """The DFA compiled earlier for a tree like `node` under the same state limit (its
+    structure is keyed only when something remembered has its shape)."""
+    shape = _shape(node, max_states)
+    if shape not in _shapes:
+        return None
+    _settle(shape)
     key = (structure(node), max_states)
     found = _dfas.get(key)
     if found is not None:
@@ -134,16 +167,53 @@ def cached(node: Node, max_states: int) -> ByteDFA | None:
 
 
 def remember(node: Node, max_states: int, dfa: ByteDFA) -> ByteDFA:
-    """Keep `dfa` as the compiled form of `node` (least recently used ones go first)."""
+    """Keep `dfa` as the compiled form of `node` (least recently used ones go first):
+    keyed by its structure when a tree of its shape is remembered, else by its shape
+    alone until a tree of that shape is looked up (`_settle`)."""
     global _cached_states
-    key = (structure(node), max_states)
-    if key not in _dfas and dfa.num_states <= _MAX_CACHED_STATES // 4:
+    if dfa.num_states > _MAX_CACHED_STATES // 4:
+        return dfa
+    shape = _shape(node, max_states)
+    if shape in _shapes:
+        _settle(shape)
+        key = (structure(node), max_states)
+        if key in _dfas:
+            return dfa
         _dfas[key] = dfa
-        _cached_states += dfa.num_states
+        _shape_of[key] = shape
+    else:
+        _unkeyed[shape] = [(node, dfa)]
+    _shapes[shape] = _shapes.get(shape, 0) + 1
+    _cached_states += dfa.num_states
+    if _cached_states > _MAX_CACHED_STATES:
+        for pending in list(_unkeyed):
+            _settle(pending)
         while _cached_states > _MAX_CACHED_STATES:
-            _, old = _dfas.popitem(last=False)
-            _cached_states -= old.num_states
+            key, old = _dfas.popitem(last=False)
+            _drop(_shape_of.pop(key), old)
     return dfa
+
+
+def _settle(shape: tuple[Any, ...]) -> None:
+    """Key the trees of `shape` remembered unkeyed by their structure."""
+    for node, dfa in _unkeyed.pop(shape, ()):
+        key = (structure(node), shape[0])
+        if key in _dfas:  # (two equal trees remembered unkeyed)
+            _drop(shape, dfa)
+        else:
+            _dfas[key] = dfa
+            _shape_of[key] = shape
+
+
+def _drop(shape: tuple[Any, ...], dfa: ByteDFA) -> None:
+    """Count out a DFA the cache no longer holds."""
+    global _cached_states
+    _cached_states -= dfa.num_states
+    left = _shapes[shape] - 1
+    if left:
+        _shapes[shape] = left
+    else:
+        del _shapes[shape]
 
 
 def _forget() -> None:
@@ -158,5 +228,8 @@ def clear() -> None:
     """Forget every compiled DFA and structural key (a benchmark's cold compile)."""
     global _cached_states
     _dfas.clear()
+    _shape_of.clear()
+    _unkeyed.clear()
+    _shapes.clear()
     _forget()
     _cached_states = 0
