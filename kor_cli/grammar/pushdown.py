@@ -60,6 +60,7 @@ class PushdownGrammar:
         self._stops = frozenset(info.stop_ids)
         self._stack_masks: dict[int, np.ndarray] = {}
         self._seconds: dict[tuple[int, int], _BySecond] = {}  # (state << 8 | byte, rule)
+        self._escaped: dict[tuple[int, int, frozenset[int]], np.ndarray] = {}
         self._masks: dict[Config, np.ndarray] = {}
         self._rows: dict[Config, np.ndarray] = {}  # the same masks as int32 views
         self._nothing = np.zeros(self.frames.words, dtype="<u4")
@@ -119,7 +120,7 @@ class PushdownGrammar:
             rule_id, state, below = stacks.frame(at)
             frame = frames.get(rule_id, state)
             words = frame.stays if words is None else words | frame.stays
-            follow = stacks.next_bytes((below,)) & frame.escape_bytes if frame.escape_bytes else 0
+            follow = self._next_bytes(below) & frame.escape_bytes if frame.escape_bytes else 0
             seconds = self._seconds
             read: list[int] = []
             while follow:  # the escapes whose first byte after the frame the caller reads
@@ -135,9 +136,10 @@ class PushdownGrammar:
                 if found[1]:
                     self._read_longer(below, byte, found, read)
             if read:
-                if words is frame.stays:
-                    words = words.copy()  # never into a frame's own array
-                set_bits(words, read)
+                if words is frame.stays:  # never into a frame's own array: a copy, or an
+                    words = self._with_escapes(rule_id, state, words, read)  # equal one
+                else:
+                    set_bits(words, read)
             if not frame.ends:
                 break
             at = below
@@ -145,6 +147,21 @@ class PushdownGrammar:
             del self._stack_masks[next(iter(self._stack_masks))]
         self._stack_masks[stack] = words
         return words
+
+    def _with_escapes(
+        self, rule_id: int, state: int, stays: np.ndarray, read: list[int]
+    ) -> np.ndarray:
+        """A frame's `stays` with the escaping tokens `read` set: one array per frame and
+        set of tokens (stacks that differ deep below the frame mostly read the same
+        escapes: their masks are equal, and shared rather than copied and set again)."""
+        key = rule_id, state, frozenset(read)
+        found = self._escaped.get(key)
+        if found is None:
+            if len(self._escaped) >= _MAX_CACHED:
+                del self._escaped[next(iter(self._escaped))]
+            found = self._escaped[key] = stays.copy()
+            set_bits(found, read)
+        return found
 
     def _read_longer(self, stack: int, byte: int, escapes: _BySecond, read: list[int]) -> None:
         """Add to `read` the tokens of the suffixes of two bytes or more in `escapes` (each
@@ -188,8 +205,21 @@ class PushdownGrammar:
                 if after and not (table.accepting[after] or after in table.calls):
                     return table.byte_set(after)
                 if after and table.final[after]:
-                    return self.stacks.next_bytes((below,))
-        return self.stacks.next_bytes(self.stacks.step(stack, byte))
+                    return self._next_bytes(below)
+        out = 0
+        for top in self.stacks.step(stack, byte):
+            out |= self._next_bytes(top)
+        return out
+
+    def _next_bytes(self, stack: int) -> int:
+        """`stacks.next_bytes` of one stack: where its top frame neither accepts nor calls,
+        the bytes of its state (no closure made for a stack met first here)."""
+        if stack > CONTEXT:
+            rule_id, state, _ = self.stacks.frame(stack)
+            table = self.stacks.table(rule_id)
+            if not (table.accepting[state] or state in table.calls):
+                return table.byte_set(state)
+        return self.stacks.next_bytes((stack,))
 
     def _after(self, at: Any, byte: int) -> Any:
         """Where reading `byte` from `at` leads (None: nowhere). A position is a frame
