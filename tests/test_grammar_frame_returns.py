@@ -175,19 +175,26 @@ def test_recursive_starts_need_no_simulation_on_qwen(schema: str, tokenizer_info
     assert frames.candidates > 0 and not simulated
 
 
-def frames_with_and_without_twins(rules: RuleSet, info: TokenizerInfo, rule_ids: list[int]) -> int:
-    """Build every frame of `rule_ids` with and without `twin_frame`, assert them equal and
-    return how many frames it made."""
+def frames_with_and_without(
+    rules: RuleSet, info: TokenizerInfo, rule_ids: list[int], name: str, build
+) -> int:
+    """Build every frame of `rule_ids` with and without the fast path `frame_masks.<name>`
+    (`build`), assert them equal and return how many frames it made."""
     made = 0
 
     def counting(frames, rule_id, table, state):
         nonlocal made
-        found = twin_frame(frames, rule_id, table, state)
+        found = build(frames, rule_id, table, state)
         made += found is not None
         return found
 
-    assert_frames_equal(rules, info, rule_ids, "twin_frame", counting, lambda *_: None)
+    assert_frames_equal(rules, info, rule_ids, name, counting, lambda *_: None)
     return made
+
+
+def frames_with_and_without_twins(rules: RuleSet, info: TokenizerInfo, rule_ids: list[int]) -> int:
+    """`frames_with_and_without` of `twin_frame`."""
+    return frames_with_and_without(rules, info, rule_ids, "twin_frame", twin_frame)
 
 
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -61,6 +61,7 @@ from kor_cli.grammar.frame_cache import frames_path, read_frames, write_frames
 from kor_cli.grammar.frame_chain import literal_frame
 from kor_cli.grammar.frame_escapes import FrameMask, frame_mask, stored_rows
 from kor_cli.grammar.frame_indexes import RuleIndexCache, RuleIndexes, split_beside
+from kor_cli.grammar.frame_next import next_frame
 from kor_cli.grammar.frame_returns import byte_offsets, decide_returns, read_calls, twin_frame
 from kor_cli.grammar.frame_walk import Rows, RuleWalker, escape_rows, split_words, walk_state
 from kor_cli.grammar.shared_rules import shared_frame
@@ -190,6 +191,8 @@ class FrameMasks:
             return literal
         if self._calls:  # an array's `[`: from the state after its `,`
             twin = twin_frame(self, rule_id, table, state)
+            if twin is None:  # `,` or `]` after an item: from the frames after the byte
+                twin = next_frame(self, rule_id, table, state)
             if twin is not None:
                 return twin
         rules = self.stacks.rules
