@@ -2,13 +2,12 @@
 
 A state that neither calls nor accepts and reads a few bytes (an array's `,` or `]` after an
 item) reads each token `bR` by its byte `b` into the state t it leads to, then reads the
-rest R from t: exactly as t's frame reads R. So where t's frame is at hand (t final, a call
-state that reads no byte, or a state whose frame is built already), `bR` stays when R stays
-in t's frame, and escapes one byte later than R does there (and after `b` itself when t's
-frame can end before a byte). Tokens whose rest R is itself a token (most of them) are
-decided by bit tests on t's frame, the rest of the token list's ids looked up once per
-tokenizer (`tails`); the few others by the callees' frames or the stack simulation, as
-the general build does.
+rest R from t: exactly as t's frame reads R. So where t's frame is at hand (t final, or a
+call state that reads no byte), `bR` stays when R stays in t's frame, and escapes one byte
+later than R does there (and after `b` itself when t's frame can end before a byte).
+Tokens whose rest R is itself a token (most of them) are decided by bit tests on t's frame,
+the rest of the token list's ids looked up once per tokenizer (`tails`); the few others by
+the callees' frames or the stack simulation, as the general build does.
 """
 
 from __future__ import annotations
@@ -102,10 +101,10 @@ def next_frame(frames: FrameMasks, rule_id: int, table: RuleTable, state: int) -
 
 def _chained(frames: FrameMasks, rule_id: int, table: RuleTable, state: int) -> bool:
     """True when `state` neither calls nor accepts, reads up to `_EDGES` bytes and each
-    leads to a final state, or to a state whose frame is built already or is a call state
-    that reads no byte (`,` before an array's next item: the `[` state's twin has built
-    it), not being built. No frame is built ahead for a state that reads bytes (`"` `:`
-    before a value would build the value's call state, which no walk reads)."""
+    leads to a final state or to a call state that reads no byte, its frame not being built
+    (`,` before an array's next item: the `[` state's twin has built it). Not through
+    states whose frames are built already: the rests of `"` into a string body that are
+    no token (~26 on Qwen) cost more by `read_calls` than the general build."""
     if state in table.calls or table.accepting[state]:
         return False
     bits = table.byte_set(state)
@@ -117,10 +116,7 @@ def _chained(frames: FrameMasks, rule_id: int, table: RuleTable, state: int) -> 
         at = flat[base | byte]
         if final[at]:
             continue
-        key = (same, at)
-        if key in frames.building or not (
-            key in frames._masks or (at in table.calls and not reads[at])
-        ):
+        if at not in table.calls or reads[at] or (same, at) in frames.building:
             return False
     return True
 
