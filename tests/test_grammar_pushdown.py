@@ -18,6 +18,7 @@ from pushdown_helpers import Reference
 from kor_cli.errors import GrammarError
 from kor_cli.grammar.ast import Node, alt, literal, opt, repeat, seq
 from kor_cli.grammar.compile import GrammarOptions, compile_json_schema
+from kor_cli.grammar.frame_escapes import frame_mask
 from kor_cli.grammar.fsm import compile_ast
 from kor_cli.grammar.index import TokenIndex, save_cached_indexes
 from kor_cli.grammar.matcher import GrammarMatcher as DfaMatcher
@@ -150,9 +151,12 @@ def test_escape_reads_by_the_top_frame_equal_the_stack_walks(name: str) -> None:
     for _ in range(2):
         for stack in sorted(met):
             for byte in ALPHABET:
-                longer = {bytes((byte,)) + data: [i] for i, data in enumerate(suffixes)}
+                longer = [bytes((byte,)) + data for data in suffixes]
+                ids = np.arange(len(longer))
+                rows = [(ids, np.zeros(len(longer), dtype=np.int64))]
+                escapes = frame_mask(np.zeros(1, dtype="<u4"), False, longer, rows)
                 read: list[int] = []
-                grammar._read_longer(stack, byte, _by_second(([], longer)), read)
+                grammar._read_longer(stack, byte, _by_second(escapes, byte), read)
                 want = [i for i, d in enumerate(longer) if stacks.walk((stack,), d)]
                 assert sorted(read) == want, (stack, byte)
         for stack in sorted(met):

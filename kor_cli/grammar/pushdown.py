@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from kor_cli.grammar.bitmask import set_bits, write_row
+from kor_cli.grammar.frame_escapes import FrameMask
 from kor_cli.grammar.frame_masks import FrameMasks
 from kor_cli.grammar.matcher import HistoryMatcher
 from kor_cli.grammar.rules import RuleSet
@@ -39,7 +40,7 @@ _MAX_CACHED = 2048  # masks kept per cache (first in, first out): ~40 MB each at
 # `PushdownGrammar._seconds`: one frame's escapes after one byte: the tokens whose suffix is
 # that byte alone; every second byte of the longer suffixes (a 256-bit int); and by second
 # byte, the tokens whose suffix ends there and the longer suffixes with their tokens
-_BySecond = tuple[list[int], int, dict[int, tuple[list[int], list[tuple[bytes, list[int]]]]]]
+_BySecond = tuple[list[int], int, dict[int, tuple[list[int], dict[bytes, list[int]]]]]
 
 
 class PushdownGrammar:
@@ -131,7 +132,7 @@ class PushdownGrammar:
                 if found is None:
                     if len(seconds) >= 16 * _MAX_CACHED:
                         seconds.clear()
-                    found = seconds[key] = _by_second(frame.reads_at(byte))
+                    found = seconds[key] = _by_second(frame, byte)
                 read += found[0]
                 if found[1]:
                     self._read_longer(below, byte, found, read)
@@ -183,7 +184,7 @@ class PushdownGrammar:
             if first is None:
                 first = after(self.stacks.frame(stack) if stack > CONTEXT else None, byte)
             at_second = after(first, second)
-            for suffix, tokens in longer:
+            for suffix, tokens in longer.items():
                 at = at_second
                 for next_byte in suffix[2:]:
                     at = after(at, next_byte)
@@ -377,19 +378,28 @@ def pushdown_grammar(rules: RuleSet | Any, info: TokenizerInfo) -> PushdownGramm
     return PushdownGrammar(rules if isinstance(rules, RuleSet) else RuleSet.from_dfa(rules), info)
 
 
-def _by_second(reads: tuple[list[int], dict[bytes, list[int]]]) -> _BySecond:
-    """A frame's `reads_at` (one byte), its longer suffixes grouped by their second byte."""
-    alone, longer = reads
+def _by_second(frame: FrameMask, byte: int) -> _BySecond:
+    """A frame's escapes whose suffix starts with `byte`, read in one pass over its rows:
+    the tokens whose suffix is that byte alone, and the longer suffixes grouped by their
+    second byte (most fail there: `_read_longer` never walks them)."""
+    rows = (frame.firsts == byte).nonzero()[0]
+    alone: list[int] = []
     seconds = 0
-    groups: dict[int, tuple[list[int], list[tuple[bytes, list[int]]]]] = {}
-    for suffix, tokens in longer.items():
-        second = suffix[1]
+    groups: dict[int, tuple[list[int], dict[bytes, list[int]]]] = {}
+    token_bytes = frame.token_bytes
+    for token, at in zip(frame.tokens[rows].tolist(), frame.offsets[rows].tolist(), strict=True):
+        data = token_bytes[token] or b""
+        size = len(data) - at
+        if size == 1:
+            alone.append(token)
+            continue
+        second = data[at + 1]
         group = groups.get(second)
         if group is None:
-            group = groups[second] = ([], [])
+            group = groups[second] = ([], {})
             seconds |= 1 << second
-        if len(suffix) == 2:
-            group[0].extend(tokens)
+        if size == 2:
+            group[0].append(token)
         else:
-            group[1].append((suffix, tokens))
+            group[1].setdefault(data[at:], []).append(token)
     return alone, seconds, groups
