@@ -3,7 +3,8 @@
 A call is spelled by a 7-byte marker (`call_markers`), so over bytes every call costs six
 NFA states and six DFA states inside the marker, through the subset construction and the
 minimisation. Here the NFA reads a marker as one transition on a class of its own (one
-per callee, after the byte classes); the minimal DFA of that alphabet has exactly the
+per callee, after the 256 bytes: each byte is a class, so an edge's class mask is its
+byte mask and no partition is computed); the minimal DFA of that alphabet has exactly the
 states of the byte DFA outside the markers (marker codes are prefix-free and of one
 length, so residuals correspond one to one), and the states inside a marker are set by
 the (callee digits left, return state) pairs still open after the digits read so far.
@@ -20,8 +21,8 @@ import numpy as np
 
 from kor_cli.grammar.ast import Node
 from kor_cli.grammar.call_markers import BASE, DIGIT0, MARK, WIDTH
-from kor_cli.grammar.minimize import SPARSE_STATES, fill_table
-from kor_cli.grammar.nfa import NFA, NotMarked, byte_classes
+from kor_cli.grammar.minimize import SPARSE_STATES, fill_bytes
+from kor_cli.grammar.nfa import NFA, NotMarked
 from kor_cli.grammar.refine import live_blocks
 from kor_cli.grammar.subsets import subsets
 
@@ -37,27 +38,19 @@ EMPTY: Table = (  # the empty language (`fsm` builds its own DFA)
 )
 
 
-def build_with_calls(
-    node: Node, masks: set[int], automata: set[int], max_states: int, partition: Sequence[int] = ()
-) -> Table | None:
+def build_with_calls(node: Node, masks: set[int], max_states: int) -> Table | None:
     """(a thunk of the table [n, 256], accepting, marks, split; start 1; `EMPTY` for the
     empty language) of `node` (`marks`: each state's calls, (callee, return state) pairs
     by callee, and the states inside markers, as `rules.split_calls` reads them off the
     table; `split`: a thunk of the rule it reads off, see `marker_table`); `masks`: the byte
-    sets of its leaves, `automata`: those of its automata's classes (`partition`: one
-    automaton's, all its classes, as `nfa.leaf_masks` gives them). None when a marker
+    sets of its leaves. The NFA's classes are the bytes (each edge's class mask its byte
+    mask), then the calls: no partition to compute, nor to map masks to. None when a marker
     byte is not in a well-formed marker of a `Seq` (or is read inside an embedded
     automaton not built so: see `nfa.NFA`), or the state limits may be near: the caller
     builds it over bytes."""
     if any(m >> MARK and m & (m - 1) for m in masks):
         return None  # a leaf's byte set holds marker bytes
-    low = (1 << MARK) - 1  # an automaton's class may hold marker bytes (dead ones; a live
-    ones = {m & low for m in masks | automata} - {0}  # one refused): cut off here
-    first = [m & low for m in partition if m & low]  # and the marker bytes apart
-    if first:
-        first.append(((1 << 256) - 1) ^ low)
-    class_of, class_masks = byte_classes(ones.difference(first), first)
-    nfa = NFA(class_masks, 10 * max_states, class_of.tolist(), calls=SPARSE_STATES)
+    nfa = NFA(None, 10 * max_states, calls=SPARSE_STATES)  # over bytes: no classes to find
     start = nfa.new()
     try:
         accept = nfa.build(node, start)
@@ -66,8 +59,8 @@ def build_with_calls(
     if len(nfa.edges) + WIDTH * nfa.marked > 10 * max_states:
         return None  # over bytes the NFA is past its limit: the byte pipeline says so
     assert nfa.callees is not None
-    callees = list(nfa.callees)  # class len(class_masks) + j: a call to callees[j]
-    base = len(class_masks)
+    callees = list(nfa.callees)  # class base + j: a call to callees[j]
+    base = nfa.base
     accepting, rows = subsets(nfa.edges, nfa.eps, start, accept, base + len(callees), max_states)
     if len(rows) > SPARSE_STATES:
         return None
@@ -78,7 +71,7 @@ def build_with_calls(
     found = live_blocks(rows, accepting.tolist(), 1)
     if found is None:
         return EMPTY
-    return marker_table(found[0], found[1], accepting.tolist(), base, callees, class_of)
+    return marker_table(found[0], found[1], accepting.tolist(), base, callees)
 
 
 def marker_table(
@@ -87,7 +80,6 @@ def marker_table(
     accepting: Sequence[bool],
     base: int,
     callees: list[int],
-    class_of: np.ndarray,
 ) -> Table:
     """The minimal byte DFA, markers spelled out, of the minimal call-class DFA given by
     its live `rows` and Nerode `block`s (state 1 the start): BFS from the start, a
@@ -171,14 +163,11 @@ def marker_table(
 
     def split() -> Split:
         """The rule: its states' table (no marker bytes), accepting, calls."""
-        table = fill_table(len(form), base, triples).take(class_of, axis=1)
-        table[:, MARK:] = 0  # (the marker bytes' class: read by no byte transition)
-        return table, np.array(acc, dtype=bool), calls
+        return fill_bytes(len(form), triples), np.array(acc, dtype=bool), calls
 
     def spelled_out() -> np.ndarray:
         """The table with markers (the rule's states renumbered, marker cells added)."""
-        out = fill_table(size, base, [(form[s], m, form[t]) for s, m, t in triples])
-        out = out.take(class_of, axis=1)
+        out = fill_bytes(size, [(form[s], m, form[t]) for s, m, t in triples])
         states, columns, targets = zip(*cells, strict=True) if cells else ((), (), ())
         out[list(states), list(columns)] = targets
         return out

@@ -292,7 +292,7 @@ def _build(node: Node, max_states: int) -> ByteDFA:
     partition: list[int] = []
     masks = leaf_masks(node, automata, partition)
     if 1 << MARK in masks or 1 << MARK in automata:  # call markers: each call one symbol
-        built = build_with_calls(node, masks, automata, max_states, partition)
+        built = build_with_calls(node, masks, max_states)
         if built is not None:
             if built is EMPTY:
                 return empty_dfa()

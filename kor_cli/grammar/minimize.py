@@ -63,6 +63,37 @@ def fill_table(
     return table
 
 
+def fill_bytes(num_states: int, triples: list[tuple[int, int, int]]) -> np.ndarray:
+    """The table [num_states, 256] of (state, byte mask, target) triples: a one-byte mask's
+    cell set alone, another's runs of consecutive bytes as slices (byte sets are few
+    ranges: a handful of slices where a cell-by-cell fill would set hundreds)."""
+    flat = array.array("i", bytes(1024 * num_states))
+    runs: dict[int, list[tuple[int, int]]] = {}
+    for state, mask, target in triples:
+        row = state << 8
+        if not mask & (mask - 1):
+            flat[row + mask.bit_length() - 1] = target
+            continue
+        found = runs.get(mask)
+        if found is None:
+            found = runs[mask] = _runs(mask)
+        one = array.array("i", (target,))
+        for lo, hi in found:
+            flat[row + lo : row + hi] = one * (hi - lo)
+    return np.frombuffer(flat, dtype=np.int32).reshape(num_states, 256)
+
+
+def _runs(mask: int) -> list[tuple[int, int]]:
+    """The runs of consecutive set bits of `mask`, as [lo, hi) pairs."""
+    out = []
+    while mask:
+        low = mask & -mask
+        rest = mask & (mask + low)  # the lowest run cleared
+        out.append((low.bit_length() - 1, (mask ^ rest).bit_length()))
+        mask = rest
+    return out
+
+
 _LOOP_FILL = 512  # `fill_table` sets up to this many cells one by one (no numpy calls)
 _DENSE_FILL = 1 << 16  # `fill_table` selects from a triples x classes matrix up to this size
 

@@ -113,17 +113,20 @@ class NFA:
 
     def __init__(
         self,
-        class_masks: list[int],
+        class_masks: list[int] | None,
         limit: int,
         byte_class: list[int] | None = None,
         calls: int = 0,
     ) -> None:
         """`byte_class` (optional): the class of each byte, as `byte_classes` gives it.
-        `calls` (call mode, if not 0): each call marker (`call_markers`) is one
-        transition on a class of its own, class `len(class_masks) + callees[callee]`
-        (callees numbered as met); a marker byte anywhere else, or more than about
-        `calls` states, raises `NotMarked`."""
-        self.class_masks = class_masks
+        `class_masks` None: each byte is a class of its own, so that an edge's class mask
+        is its byte mask (no partition to compute). `calls` (call mode, if not 0): each
+        call marker (`call_markers`) is one transition on a class of its own, class
+        `len(class_masks) + callees[callee]` (callees numbered as met); a marker byte
+        anywhere else, or more than about `calls` states, raises `NotMarked`."""
+        self.by_bytes = class_masks is None
+        self.class_masks = [1 << b for b in range(256)] if class_masks is None else class_masks
+        self.base = len(self.class_masks)  # the first call class (call mode)
         self.limit = limit
         self.edges: list[list[tuple[int, int]]] = []
         self.eps: list[list[int]] = []
@@ -165,6 +168,10 @@ class NFA:
     def classes_of(self, byte_mask: int) -> int:
         """The class mask covering exactly the bytes of `byte_mask` (a union of classes)."""
         found = self._memo.get(byte_mask)
+        if found is None and self.by_bytes:  # (marker bytes alone are in `_memo`)
+            if self.callees is not None and byte_mask >> MARK:
+                raise NotMarked  # marker bytes in a byte set
+            return byte_mask
         if found is None and not byte_mask & (byte_mask - 1):  # one byte: its own class
             byte = byte_mask.bit_length() - 1
             found = self._memo[byte_mask] = 1 << self._class_of()[byte]
@@ -256,7 +263,7 @@ class NFA:
     def _callee_class(self, callee: int) -> int:
         """The class mask of a call to `callee` (call mode)."""
         assert self.callees is not None
-        return 1 << (len(self.class_masks) + self.callees.setdefault(callee, len(self.callees)))
+        return 1 << (self.base + self.callees.setdefault(callee, len(self.callees)))
 
     def _fresh(self, src: int) -> int:
         state = self.new()
@@ -419,19 +426,34 @@ class NFA:
 
     def _table_edges(self, dfa: ByteDFA) -> list[list[tuple[int, int]]]:
         """The DFA's columns at one byte of each NFA class, grouped by (state, target)."""
+        if self.by_bytes:  # the DFA's own classes, their bits then spelled as bytes
+            _, masks, compressed = dfa.compressed()
+            spelled: dict[int, int] = {}
+            rows = self._class_edges(compressed[1:], dfa.num_states)
+            for row in rows:
+                for k, (bits, t) in enumerate(row):
+                    mask = spelled.get(bits)
+                    if mask is None:
+                        mask = spelled[bits] = sum(masks[b] for b in _bit_list(bits))
+                    row[k] = (mask, t)
+            return rows
         if self._reps is None:
             self._reps = np.array([(m & -m).bit_length() - 1 for m in self.class_masks])
-        table = dfa.transitions[1:, self._reps]
+        return self._class_edges(dfa.transitions[1:, self._reps], dfa.num_states)
+
+    @staticmethod
+    def _class_edges(table: np.ndarray, num_states: int) -> list[list[tuple[int, int]]]:
+        """Each row's live cells grouped by target, as (class bits, target) pairs."""
         rows: list[list[tuple[int, int]]] = [[] for _ in range(len(table))]
         src, cls = np.nonzero(table)
         if len(src):
-            key = src.astype(np.int64) * dfa.num_states + table[src, cls]
+            key = src.astype(np.int64) * num_states + table[src, cls]
             order = np.argsort(key, kind="stable")
             key, cls = key[order], cls[order]
             starts = np.flatnonzero(np.concatenate(([True], key[1:] != key[:-1])))
             pairs = key[starts].tolist()
             for pair, mask in zip(pairs, _or_of_bits(cls, starts), strict=True):
-                rows[pair // dfa.num_states].append((mask, pair % dfa.num_states))
+                rows[pair // num_states].append((mask, pair % num_states))
         return rows
 
 
@@ -445,6 +467,16 @@ class NotMarked(Exception):
 
 
 _EDGES_SIZE = 256  # embedded DFAs up to this size are read off their (cached) byte-mask edges
+
+
+def _bit_list(mask: int) -> list[int]:
+    """The positions of the set bits of `mask`."""
+    out = []
+    while mask:
+        low = mask & -mask
+        out.append(low.bit_length() - 1)
+        mask ^= low
+    return out
 
 
 def _or_of_bits(bits: np.ndarray, starts: np.ndarray) -> list[int]:
