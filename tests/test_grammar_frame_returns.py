@@ -13,11 +13,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_grammar_frame_walk import ALPHABET, reachable, rules_and_tokens
 
-from kor_cli.grammar import frame_masks, frame_returns
+from kor_cli.grammar import frame_masks, frame_offsets
 from kor_cli.grammar.ast import alt, literal, repeat, seq
 from kor_cli.grammar.compile import compile_json_schema
 from kor_cli.grammar.frame_masks import FrameMasks
-from kor_cli.grammar.frame_returns import byte_offsets, decide_returns, read_calls, twin_frame
+from kor_cli.grammar.frame_offsets import byte_offsets
+from kor_cli.grammar.frame_returns import decide_returns, read_calls, twin_frame
 from kor_cli.grammar.fsm import compile_ast
 from kor_cli.grammar.rules import RuleSet, call
 from kor_cli.grammar.stacks import Stacks
@@ -113,8 +114,15 @@ def frames_with_and_without_reader(rules: RuleSet, info: TokenizerInfo, rule_ids
         decided += len(ids) - len(slow)
         return rows, slow
 
-    assert_frames_equal(rules, info, rule_ids, "read_calls", counting, no_reader)
+    with mock.patch.object(frame_masks, "byte_offsets", stopping):  # all calls to the reader
+        assert_frames_equal(rules, info, rule_ids, "read_calls", counting, no_reader)
     return decided
+
+
+def stopping(sorted_, ids, state, table, kinds, tables=None, staying=None):
+    """`byte_offsets` stopping at every call (the tokens a callee's bytes decide are read by
+    `read_calls` or the simulation)."""
+    return byte_offsets(sorted_, ids, state, table, kinds)
 
 
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -147,7 +155,7 @@ def test_byte_offsets_in_python_equal_the_array_walk(drawn) -> None:
         for state in range(1, len(table.table)):
             found = []
             for rows in (0, len(ids)):
-                with mock.patch.object(frame_returns, "PYTHON_ROWS", rows):
+                with mock.patch.object(frame_offsets, "PYTHON_ROWS", rows):
                     settled, where = byte_offsets(sorted_, ids, state, table, kinds)
                 found.append((settled.tolist(), np.where(settled, where, 0).tolist()))
             assert found[0] == found[1]
@@ -237,3 +245,49 @@ def arrays_and_tokens(draw: st.DrawFn) -> tuple[RuleSet, list[bytes | None]]:
 def test_twin_frames_equal_the_built_ones_on_drawn_arrays(drawn) -> None:
     rules, token_bytes = drawn
     frames_with_and_without_twins(rules, TokenizerInfo(token_bytes), reachable(rules))
+
+
+def frames_with_and_without_callee_bytes(
+    rules: RuleSet, info: TokenizerInfo, rule_ids: list[int]
+) -> int:
+    """Build every frame of `rule_ids` with `byte_offsets` reading past calls by the callees'
+    bytes and without (it stops at every call), assert them equal and return how many more
+    tokens it settled."""
+    settled_more = 0
+
+    def counting(sorted_, ids, state, table, kinds, tables, staying):
+        nonlocal settled_more
+        settled, where = byte_offsets(sorted_, ids, state, table, kinds, tables, staying)
+        plain = byte_offsets(sorted_, ids, state, table, kinds)[0]
+        assert not (plain & ~settled).any()  # it settles a superset
+        settled_more += int(settled.sum() - plain.sum())
+        return settled, where
+
+    assert_frames_equal(rules, info, rule_ids, "byte_offsets", counting, stopping)
+    return settled_more
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(rules_and_tokens())
+def test_callee_bytes_decide_as_the_simulation_on_drawn_rules(drawn) -> None:
+    rules, token_bytes = drawn
+    frames_with_and_without_callee_bytes(rules, TokenizerInfo(token_bytes), reachable(rules))
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(arrays_and_tokens())
+def test_callee_bytes_decide_as_the_simulation_on_drawn_arrays(drawn) -> None:
+    rules, token_bytes = drawn
+    frames_with_and_without_callee_bytes(rules, TokenizerInfo(token_bytes), reachable(rules))
+
+
+@pytest.mark.parametrize("tokenizer", ["qwen", "tekken", "mistral-sp"])
+@pytest.mark.parametrize("schema", ["tree", "rpc", "reviews"])
+def test_callee_bytes_decide_as_the_simulation(
+    schema: str, tokenizer: str, tokenizer_info_factory
+) -> None:
+    # rpc's value start: `[name`, `[],` die or escape in `[`'s callee, `[n`, `["` stay in it
+    rules = schema_rules(schema)
+    info = tokenizer_info_factory(tokenizer)
+    settled = frames_with_and_without_callee_bytes(rules, info, rules.reachable_rules())
+    assert settled > 0 or schema != "rpc"

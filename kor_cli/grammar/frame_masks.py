@@ -62,7 +62,8 @@ from kor_cli.grammar.frame_chain import literal_frame
 from kor_cli.grammar.frame_escapes import FrameMask, frame_mask, stored_rows
 from kor_cli.grammar.frame_indexes import RuleIndexCache, RuleIndexes, split_beside
 from kor_cli.grammar.frame_next import next_frame
-from kor_cli.grammar.frame_returns import byte_offsets, decide_returns, read_calls, twin_frame
+from kor_cli.grammar.frame_offsets import byte_offsets
+from kor_cli.grammar.frame_returns import decide_returns, read_calls, twin_frame
 from kor_cli.grammar.frame_walk import Rows, RuleWalker, escape_rows, split_words, walk_state
 from kor_cli.grammar.shared_rules import shared_frame
 from kor_cli.grammar.stacks import CONTEXT, ESCAPES, STAYS, RuleTable, Stacks
@@ -243,9 +244,16 @@ class FrameMasks:
             slow = ids_array
             if len(here) == 1:  # most candidates only end the frame: no simulation needed
                 if table.reads[state]:
+                    kinds, staying = self._kinds(rule_id, table), []
                     settled, where = byte_offsets(
-                        self._sorted, ids_array, state, table, self._kinds(rule_id, table)
+                        self._sorted, ids_array, state, table, kinds, self.stacks.table, staying
                     )
+                    if staying:  # stay by a callee's bytes: no rows, not read by returns
+                        set_bits(stays, ids_array[staying])
+                        if through is None and called is not None:
+                            through = _has(called, ids_array)
+                        if through is not None:
+                            through[staying] = False
                 else:  # every byte path dies at once (all candidates come from calls here)
                     settled = np.ones(len(ids_array), dtype=bool)
                     where = np.zeros(len(ids_array), dtype=np.int64)

@@ -21,48 +21,9 @@ from kor_cli.grammar.bitmask import set_bits
 from kor_cli.grammar.distinct import distinct
 from kor_cli.grammar.frame_escapes import FrameMask
 from kor_cli.grammar.stacks import RuleTable
-from kor_cli.grammar.token_arrays import WIDTH, SortedTokens, escape_offsets
 
 if TYPE_CHECKING:
     from kor_cli.grammar.frame_masks import FrameMasks
-
-
-def byte_offsets(
-    sorted_: SortedTokens,
-    ids: np.ndarray,
-    state: int,
-    table: RuleTable,
-    kinds: tuple[np.ndarray, np.ndarray],
-) -> tuple[np.ndarray, np.ndarray]:
-    """`token_arrays.escape_offsets` (`settled`, `where`), each token walked in Python
-    when there are few (`PYTHON_ROWS`): the array walk pays ~5 us of numpy calls per
-    byte offset however few rows it holds (15 tokens: ~80 us)."""
-    if len(ids) > PYTHON_ROWS:
-        return escape_offsets(sorted_, ids, state, table.table, *kinds)
-    token_bytes = sorted_.tokens
-    flat, accepting, calls = table.flat, table.accepting, table.calls
-    positions = sorted_.position(ids).tolist()
-    settled = np.zeros(len(ids), dtype=bool)
-    where = np.zeros(len(ids), dtype=np.int64)
-    for row, position in enumerate(positions):
-        if position < 0:
-            continue
-        data = token_bytes[position]
-        if len(data) > WIDTH:
-            continue
-        q, bits = state, 0
-        for k, byte in enumerate(data):
-            if k:
-                if q in calls:
-                    break  # a call met: the simulation decides
-                if accepting[q]:
-                    bits |= 1 << k
-            q = flat[q << 8 | byte]
-            if not q:
-                settled[row] = True
-                where[row] = bits
-                break
-    return settled, where
 
 
 def twin_frame(frames: FrameMasks, rule_id: int, table: RuleTable, state: int) -> FrameMask | None:
@@ -341,20 +302,20 @@ class CallReader:
         if start is None:
             start = self._callee_frame(callee)
         frame, stays_bytes, by_token, table = start
-        if frame is None:
-            return self._through(callee, ret, data, k, depth)
         if table is not None:  # read by the callee's bytes up to its first call or end
             flat, accepting, calls = table.flat, table.accepting, table.calls
             q, at, n = table.start, k, len(data)
-            while True:
+            while True:  # (a plain start cannot end before a byte: no way on from `ret`)
                 q = flat[q << 8 | data[at]]
                 at += 1
-                if not q:  # no way through the callee (the frame's escape rows say so too)
-                    return self.read(ret, data, k, depth + 1) if frame.ends else (False, 0)
+                if not q:  # no way through the callee (its escape rows say so too)
+                    return False, 0
                 if at == n:  # the callee's frame lives: the rest stays in it
                     return True, 0
                 if accepting[q] or q in calls:
-                    break  # other ways: the callee's frame tells
+                    break  # other ways: the callee's frame (or its reader) tells
+        if frame is None:
+            return self._through(callee, ret, data, k, depth)
         rest = data[k:]
         token = self._known.get(rest)
         if token is None:
@@ -437,13 +398,13 @@ class CallReader:
         of the frames whose build runs this reader, so it stays unfinished while the reader
         lives."""
         frames = self._frames
-        start = frames.stacks.table(callee).start
-        found: _Start = (None, b"", {}, None)
+        table = frames.stacks.table(callee)
+        start = table.start
+        plain = not (table.accepting[start] or start in table.calls)  # one way in
+        found: _Start = (None, b"", {}, table if plain else None)
         if (frames.same_rule(callee), start) not in frames.building:
             frame = frames.get(callee, start)
-            table = frames.stacks.table(callee)
-            plain = not (table.accepting[start] or start in table.calls)  # one way in
-            found = (frame, frame.stays.tobytes(), frame.offset_bits(), table if plain else None)
+            found = (frame, frame.stays.tobytes(), frame.offset_bits(), found[3])
         self._starts[callee] = found
         return found
 
@@ -453,5 +414,4 @@ _Start = tuple["FrameMask | None", bytes, dict[int, int], RuleTable | None]
 
 _NONE = np.zeros(0, dtype=np.int64)
 _BYTES = np.zeros(0, dtype=np.uint8)
-PYTHON_ROWS = 96  # `byte_offsets` walks up to this many tokens in Python (~0.4 us each)
 _DEPTH = 16  # nested ways (empty callees, escapes read on) followed before giving up
