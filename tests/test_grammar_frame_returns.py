@@ -291,3 +291,36 @@ def test_callee_bytes_decide_as_the_simulation(
     info = tokenizer_info_factory(tokenizer)
     settled = frames_with_and_without_callee_bytes(rules, info, rules.reachable_rules())
     assert settled > 0 or schema != "rpc"
+
+
+@pytest.mark.parametrize("schema", ["rpc", "rpc-apart", "ui", "reviews"])
+def test_same_rule_is_the_first_rule_with_equal_tables(schema: str) -> None:
+    # checksums only within a group of equal size and accepting states: same answers as
+    # comparing every earlier rule's table, accepting states and calls (rpc-apart: `value`
+    # reached as three rules with one table, as in test_grammar_frame_walk)
+    if schema == "rpc-apart":
+        source = recursive_schema("rpc", closed=True)
+        branches = source["$defs"]["value"]["anyOf"]
+        branches[1]["items"]["minItems"] = 0
+        branches[2]["additionalProperties"]["minItems"] = 0
+        rules = compile_json_schema(source).rules
+    else:
+        rules = schema_rules(schema)
+    frames = FrameMasks(Stacks(rules), TokenizerInfo([b"a"]))
+    seen: list[int] = []
+    for rule_id in rules.reachable_rules():
+        table = frames.stacks.table(rule_id)
+        want = next(
+            (
+                other
+                for other in seen
+                if np.array_equal(frames.stacks.table(other).table, table.table)
+                and frames.stacks.table(other).accepting == table.accepting
+                and frames.stacks.table(other).calls == table.calls
+            ),
+            rule_id,
+        )
+        if want == rule_id:
+            seen.append(rule_id)
+        assert frames.same_rule(rule_id) == want
+    assert schema != "rpc-apart" or len(seen) < len(rules.reachable_rules())

@@ -100,7 +100,8 @@ class FrameMasks:
         self._walkers: dict[int, RuleWalker] = {}
         self._kinds_of: dict[int, tuple[np.ndarray, np.ndarray]] = {}
         self._same: dict[int, int] = {}
-        self._by_structure: dict[tuple[int, int, int], list[int]] = {}
+        self._by_structure: dict[tuple[int, int], list[int]] = {}  # `same_rule`
+        self._crcs: dict[int, int] = {}
         self.building: set[tuple[int, int]] = set()  # frames being built (`get` below)
         self.spelled: dict[bytes, int] = {}  # token ids by bytes (`frame_returns.CallReader`)
         self.returns: dict[tuple[int, int, int], tuple[RuleTable, dict[int, int]]] = {}
@@ -160,25 +161,37 @@ class FrameMasks:
     def same_rule(self, rule_id: int) -> int:
         """The first rule met with the same pruned table, accepting states and calls as
         `rule_id` (one subschema reached from several places): their frame masks are equal
-        state by state, so they are built once."""
+        state by state, so they are built once. Rules are grouped by their size and
+        accepting states; a table's checksum is taken only when its group has others
+        (rpc's two rules: none, ~28 us of `crc32` less per cold compile)."""
         found = self._same.get(rule_id)
         if found is None:
             table = self.stacks.table(rule_id)
-            key = (len(table.table), zlib.crc32(table.table), hash(tuple(table.accepting)))
+            key = (len(table.table), hash(tuple(table.accepting)))
             group = self._by_structure.setdefault(key, [])
-            for other in group:
-                known = self.stacks.table(other)
-                if (
-                    known.accepting == table.accepting
-                    and known.calls == table.calls
-                    and np.array_equal(known.table, table.table)
-                ):
-                    found = other
-                    break
-            else:
+            found = rule_id
+            if group:
+                crc = self._crc(rule_id, table)
+                for other in group:
+                    known = self.stacks.table(other)
+                    if (
+                        self._crc(other, known) == crc
+                        and known.accepting == table.accepting
+                        and known.calls == table.calls
+                        and np.array_equal(known.table, table.table)
+                    ):
+                        found = other
+                        break
+            if found == rule_id:
                 group.append(rule_id)
-                found = rule_id
             self._same[rule_id] = found
+        return found
+
+    def _crc(self, rule_id: int, table: RuleTable) -> int:
+        """A rule's table checksum (`same_rule`), taken once."""
+        found = self._crcs.get(rule_id)
+        if found is None:
+            found = self._crcs[rule_id] = zlib.crc32(table.table)
         return found
 
     def _build(self, rule_id: int, state: int) -> FrameMask:
