@@ -125,7 +125,7 @@ class NFA:
         `len(class_masks) + callees[callee]` (callees numbered as met); a marker byte
         anywhere else, or more than about `calls` states, raises `NotMarked`."""
         self.by_bytes = class_masks is None
-        self.class_masks = [1 << b for b in range(256)] if class_masks is None else class_masks
+        self.class_masks = _BYTES if class_masks is None else class_masks
         self.base = len(self.class_masks)  # the first call class (call mode)
         self.limit = limit
         self.edges: list[list[tuple[int, int]]] = []
@@ -139,8 +139,7 @@ class NFA:
         if calls:  # markers' bytes: a lead byte (_LEAD), digits (_DIGIT), not classes
             self.callees = {}
             self.limit = min(limit, calls)
-            self._memo[1 << MARK] = _LEAD
-            self._memo.update((1 << (DIGIT0 + d), _DIGIT) for d in range(BASE))
+            self._memo.update(_MARKER_BYTES)
         self._byte_class = byte_class
         self._next_check = 0
 
@@ -396,7 +395,14 @@ class NFA:
         if found is None:
             marks = dfa.marks if self.callees is not None else None
             inside = marks[1] if marks is not None else ()
-            if dfa.num_states <= _EDGES_SIZE:
+            if dfa.num_states <= _EDGES_SIZE and self.by_bytes:  # edges as they are
+                rows = [
+                    [(m, t) for m, t in row if t not in inside] if s not in inside else []
+                    for s, row in enumerate(dfa.edges()[1:], 1)
+                ]
+                if self.callees is not None and any(m >> MARK for row in rows for m, _ in row):
+                    raise NotMarked  # a marker byte inside an automaton
+            elif dfa.num_states <= _EDGES_SIZE:
                 memo = self._memo
                 rows = []
                 for s, row in enumerate(dfa.edges()[1:], 1):
@@ -459,6 +465,8 @@ class NFA:
 
 _LEAD = -1  # `classes_of` in call mode: a marker's lead byte
 _DIGIT = -2  # and a digit
+_MARKER_BYTES = {1 << MARK: _LEAD, **{1 << (DIGIT0 + d): _DIGIT for d in range(BASE)}}
+_BYTES = [1 << b for b in range(256)]  # the classes of an NFA over bytes (`NFA(None, ...)`)
 
 
 class NotMarked(Exception):
