@@ -80,12 +80,15 @@ def _calls_read(
     pairs: tuple[tuple[int, int], ...],
     data: bytes,
     k: int,
+    depth: int = 0,
 ) -> int:
     """How the calls of `pairs` read `data[k:]` by their callees' bytes: STAYING when a
     callee whose start is plain (neither accepts nor calls: it cannot end before a byte)
     reads it to its end, DEAD when every callee's start is plain and its bytes die before
-    an accepting or call state (the way adds nothing to the token's reading), else OPEN.
-    `starts`: the callees' plain starts, filled on use."""
+    an accepting state (the way adds nothing to the token's reading), else OPEN. A call
+    state in a callee is read the same way, `depth` calls deep (`":["` at rpc's params:
+    `[` into the value's array, `"` into its item). `starts`: the callees' plain starts,
+    filled on use."""
     n, found = len(data), DEAD
     for callee, _ in pairs:
         if callee in starts:
@@ -110,13 +113,26 @@ def _calls_read(
                 break  # this way dies
             if at == n:
                 return STAYING
-            if accepting[q] or q in calls:
+            if accepting[q]:
                 found = OPEN
                 break
+            inner = calls.get(q)
+            if inner is not None:  # the callee's callees, then its own bytes
+                way = (
+                    OPEN
+                    if depth == _DEPTH
+                    else _calls_read(tables, starts, inner, data, at, depth + 1)
+                )
+                if way == STAYING:
+                    return STAYING
+                if way == OPEN:
+                    found = OPEN
+                    break
     return found
 
 
 STAYING, DEAD, OPEN = 1, 0, -1  # `_calls_read`'s codes
+_DEPTH = 16  # nested calls read before giving up
 
 
 PYTHON_ROWS = 96  # `byte_offsets` walks up to this many tokens in Python (~0.4 us each)
