@@ -26,10 +26,6 @@ def test_escapes_are_grouped_by_the_byte_the_caller_reads() -> None:
     assert mask.escapes_at(ord(",")) == (Escape(b",", (1, 6)), Escape(b",{", (3,)))
     assert mask.escapes_at(ord("}")) == (Escape(b"}", (4,)), Escape(b"},", (6,)))
     assert mask.escapes_at(ord("x")) == ()
-    # as the matcher reads them: one-byte suffixes, the others by suffix
-    assert mask.reads_at(ord(",")) == ([1, 6], {b",{": [3]})
-    assert mask.reads_at(ord("}")) == ([4], {b"},": [6]})
-    assert mask.reads_at(ord("x")) == ([], {})
     assert mask.escape_tokens.tolist() == [1, 2, 3, 4, 6]
     grouped = mask.escapes()
     assert sorted(grouped) == [ord(","), ord("]"), ord("}")]

@@ -6,8 +6,7 @@ rest (the suffix). The matcher only needs the escapes whose suffix starts with a
 real caller can read next, so they are kept as flat rows (token, offset, the byte at that
 offset) and grouped into (suffix, tokens) by that byte the first time a stack asks for it
 (`escapes_at`): after `}` a tokenizer has hundreds of tokens (`})`, `});`, `}\\n`, ...) and
-a compact JSON caller reads only `,`, `]` and `}` there. The matcher reads them by
-`reads_at`, which splits a byte's rows into one-byte suffixes and the longer ones.
+a compact JSON caller reads only `,`, `]` and `}` there.
 """
 
 from __future__ import annotations
@@ -31,11 +30,6 @@ class Escape(NamedTuple):
     tokens: tuple[int, ...]
 
 
-# `FrameMask.reads_at`: the tokens whose suffix is one byte; the longer suffixes' tokens by
-# suffix (one flat dict: fewer objects for the collector than one per second byte)
-Reads = tuple[list[int], dict[bytes, list[int]]]
-
-
 class FrameMask:
     """The token masks of one top frame (see `frame_masks`): `stays` (packed <u4 words, stop
     ids never set), `ends` (the frame can end before reading a byte), and the escape rows:
@@ -44,7 +38,7 @@ class FrameMask:
 
     __slots__ = (
         "stays", "ends", "tokens", "offsets", "firsts", "token_bytes", "escape_bytes",
-        "_grouped", "_every", "_by_token", "_reads",
+        "_grouped", "_every", "_by_token",
     )  # fmt: skip
 
     def __init__(
@@ -64,7 +58,6 @@ class FrameMask:
         # frames are never asked (fewer objects for the collector)
         self._every: np.ndarray | None = None
         self._by_token: dict[int, int] | None = None  # token → its offsets as bits
-        self._reads: dict[int, Reads] | None = None
 
     @property
     def escape_tokens(self) -> np.ndarray:
@@ -99,31 +92,6 @@ class FrameMask:
                 by_suffix.setdefault((token_bytes[token] or b"")[at:], []).append(token)
             found = tuple(Escape(x, tuple(sorted(t))) for x, t in sorted(by_suffix.items()))
             grouped[byte] = found
-        return found
-
-    def reads_at(self, byte: int) -> Reads:
-        """The escapes whose suffix starts with `byte`, as the matcher reads them (cached):
-        the tokens whose suffix is that byte alone, and the longer suffixes (each with its
-        tokens, unsorted). Most suffixes fail at their second byte (`,\\n` where a value must
-        follow): those are never sorted or made into `Escape`s."""
-        reads = self._reads
-        if reads is None:
-            reads = self._reads = {}
-        found = reads.get(byte)
-        if found is None:
-            rows = (self.firsts == byte).nonzero()[0]
-            alone: list[int] = []
-            longer: dict[bytes, list[int]] = {}
-            token_bytes = self.token_bytes
-            for token, at in zip(
-                self.tokens[rows].tolist(), self.offsets[rows].tolist(), strict=True
-            ):
-                data = token_bytes[token] or b""
-                if len(data) == at + 1:
-                    alone.append(token)
-                else:
-                    longer.setdefault(data[at:], []).append(token)
-            found = reads[byte] = (alone, longer)
         return found
 
     def escapes(self) -> dict[int, tuple[Escape, ...]]:
