@@ -42,9 +42,10 @@ def build_with_calls(node: Node, masks: set[int], max_states: int) -> Table | No
     """(a thunk of the table [n, 256], accepting, marks, split; start 1; `EMPTY` for the
     empty language) of `node` (`marks`: each state's calls, (callee, return state) pairs
     by callee, and the states inside markers, as `rules.split_calls` reads them off the
-    table; `split`: a thunk of the rule it reads off, see `marker_table`); `masks`: the byte
-    sets of its leaves. The NFA's classes are the bytes (each edge's class mask its byte
-    mask), then the calls: no partition to compute, nor to map masks to. None when a marker
+    table; `split`: a thunk of the rule it reads off, see `marker_table`); `masks`: byte
+    sets of its leaves (those `leaf_masks` met up to a marker: the NFA checks all). The
+    NFA's classes are the bytes (each edge's class mask its byte mask), then the calls: no
+    partition to compute, nor to map masks to. None when a marker
     byte is not in a well-formed marker of a `Seq` (or is read inside an embedded
     automaton not built so: see `nfa.NFA`), or the state limits may be near: the caller
     builds it over bytes."""

@@ -290,13 +290,16 @@ def _build(node: Node, max_states: int) -> ByteDFA:
             return union
     automata: set[int] = set()
     partition: list[int] = []
-    masks = leaf_masks(node, automata, partition)
+    masks = leaf_masks(node, automata, partition, 1 << MARK)  # (up to the first marker)
     if 1 << MARK in masks or 1 << MARK in automata:  # call markers: each call one symbol
         built = build_with_calls(node, masks, max_states)
         if built is not None:
             if built is EMPTY:
                 return empty_dfa()
             return ByteDFA.lazy(built)
+        automata.clear()
+        partition.clear()
+        masks = leaf_masks(node, automata, partition)
     class_of, class_masks = byte_classes((masks | automata).difference(partition), partition)
     nfa = NFA(class_masks, 10 * max_states, class_of.tolist())
     start = nfa.new()

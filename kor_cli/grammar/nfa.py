@@ -30,12 +30,16 @@ def automaton_byte_sets(node: Automaton) -> list[int]:
 
 
 def leaf_masks(
-    root: Node, automata: set[int] | None = None, partition: list[int] | None = None
+    root: Node,
+    automata: set[int] | None = None,
+    partition: list[int] | None = None,
+    stop: int = 0,
 ) -> set[int]:
     """Every distinct byte mask used by the leaves of `root` (those of embedded automata'
     classes in `automata` instead, if given; `partition`, if given, gets the classes of
     the automaton with the most, a partition of the bytes for `byte_classes` to start
-    from)."""
+    from). With `stop` (a mask), the walk ends at the first leaf or automaton class equal
+    to it: the sets are then partial (`stop` in one of them)."""
     masks: set[int] = set()
     automata = masks if automata is None else automata
     seen: set[int] = set()
@@ -44,6 +48,8 @@ def leaf_masks(
         node = stack.pop()
         if type(node) is Bytes:  # most nodes: a leaf met twice adds its mask twice, harmlessly
             masks.add(node.mask)
+            if node.mask == stop:
+                break
             continue
         if id(node) in seen:
             continue
@@ -55,6 +61,8 @@ def leaf_masks(
             automata.update(columns)
             if partition is not None and len(columns) > len(partition):
                 partition[:] = columns
+            if stop and stop in columns:
+                break
         else:
             stack.extend(_children(node))
     return masks
