@@ -69,10 +69,11 @@ def build_with_calls(node: Node, masks: set[int], max_states: int) -> Table | No
         calls = sum((m >> base).bit_count() for row in rows for m in row.values())
         if len(rows) + WIDTH * calls > max_states:
             return None  # (over bytes, at most WIDTH more states per call: maybe past it)
-    found = live_blocks(rows, accepting.tolist(), 1)
+    accepted = accepting.tolist()
+    found = live_blocks(rows, accepted, 1)
     if found is None:
         return EMPTY
-    return marker_table(found[0], found[1], accepting.tolist(), base, callees)
+    return marker_table(found[0], found[1], accepted, base, callees)
 
 
 def marker_table(
@@ -91,7 +92,7 @@ def marker_table(
     plain = (1 << base) - 1
     number = {block[1]: 1}  # block -> its number in the rule (a state outside markers)
     form = [0, 1]  # a rule state's number in the DFA with markers (its place in `queue`)
-    inner: dict[tuple[int, frozenset[tuple[int, int]]], int] = {}  # marker state -> number
+    inner: dict[object, int] = {}  # marker state -> number
     queue: list[int | tuple[int, list[tuple[int, int]]]] = [1]
     acc = [False, accepting[1]]  # of the rule's states
     callers: list[tuple[int, list[tuple[int, int]]]] = []  # (rule state, its (callee, return))
@@ -108,7 +109,11 @@ def marker_table(
         return found
 
     def marked(level: int, pairs: list[tuple[int, int]]) -> int:
-        key = (level, frozenset((c, block[t]) for c, t in pairs))
+        if len(pairs) == 1:  # most: one call (the pairs' callees differ: a row's classes do)
+            ((c, t),) = pairs
+            key: object = (level, c, block[t])
+        else:
+            key = (level, frozenset((c, block[t]) for c, t in pairs))
         found = inner.get(key)
         if found is None:
             found = inner[key] = len(queue) + 1
@@ -146,6 +151,14 @@ def marker_table(
             continue
         level, pairs = entry  # type: ignore[misc]
         scale = BASE ** (WIDTH - 1 - level)
+        if len(pairs) == 1:
+            ((c, t),) = pairs
+            if level == WIDTH - 1:
+                target = form[reach(t)]
+            else:
+                target = marked(level + 1, [(c % scale, t)])
+            cells.append((at, DIGIT0 + c // scale, target))
+            continue
         by_digit: dict[int, list[tuple[int, int]]] = {}
         for c, t in pairs:
             by_digit.setdefault(c // scale, []).append((c % scale, t))
