@@ -114,18 +114,18 @@ def decide_returns(
     stays: np.ndarray,
 ) -> np.ndarray:
     """Decide the candidates `ids[through]` (escapes of the callees' start frames at a
-    call `state`) from the return states, without the stack simulation. Such a token
-    is read by bytes from `state` (`settled`/`where`: `escape_offsets`), or by a callee
-    that ends after k bytes (its escape row (token, k)), the rest read from the return
+    call `state`; `ids` ascending) from the return states, without the stack simulation.
+    Such a token is read by bytes from `state` (`settled`/`where`: `escape_offsets`), or
+    by a callee that ends after k bytes (its escape row (token, k)), the rest read from the return
     state by this rule's bytes: it stays if some way reads it to its end, else it
     escapes wherever some way stood at an accepting state before a byte. A way that
     meets a call state with bytes left (the return state's own calls too) is left to
     the simulation, as is a token whose byte path from `state` is not settled.
     Updates `settled` and `where` in place and sets the tokens that stay in `stays`;
     returns which of `ids` the simulation must read."""
-    open_ = (through & settled).nonzero()[0]
+    open_ = through & settled
     settled[through] = False  # decided below, or left to the simulation
-    if not len(open_):
+    if not open_.any():
         return ~settled
     pairs = table.calls[state]
     outcome = returns_of(frames, table, *pairs[0])
@@ -136,22 +136,21 @@ def decide_returns(
                 known = outcome.get(token, 0)
                 if known >= 0:
                     outcome[token] = found if found < 0 else known | found
-    ending: list[int] = []  # rows decided not to stay (escaping where `bits` say, or dead)
-    escaping: list[int] = []  # those with offset bits, and the bits
-    bits: list[int] = []
+    settled[open_] = True  # a token `outcome` lacks ends or dies with no offset bits
+    told = [(token, code) for token, code in outcome.items() if code]
     staying: list[int] = []  # rows that stay
-    for row, token in zip(open_.tolist(), ids[open_].tolist(), strict=True):
-        code = outcome.get(token, 0)
-        if code >= 0:
-            ending.append(row)
-            if code:
-                escaping.append(row)
-                bits.append(code)
-        elif code == STAYING:
-            staying.append(row)
-    settled[ending] = True
-    if escaping:
-        where[escaping] |= np.asarray(bits, dtype=np.int64)
+    if told:  # the few tokens a way reads on from the return state (`ids` ascending)
+        rows = np.searchsorted(ids, [token for token, _ in told]).tolist()
+        size = len(ids)
+        for row, (token, code) in zip(rows, told, strict=True):
+            if row == size or ids[row] != token or not open_[row]:
+                continue
+            if code > 0:
+                where[row] |= code
+            else:
+                settled[row] = False
+                if code == STAYING:
+                    staying.append(row)
     slow = ~settled
     if staying:
         slow[staying] = False
@@ -182,7 +181,11 @@ def returns_of(frames: FrameMasks, table: RuleTable, callee: int, ret: int) -> d
         return out
     out = {}
     at_ret = 1 if accepting[ret] else 0
-    rows = zip(inner.tokens.tolist(), inner.offsets.tolist(), inner.firsts.tolist(), strict=True)
+    tokens, offsets, firsts = inner.tokens, inner.offsets, inner.firsts
+    if not at_ret:  # a row that dies at its first byte adds nothing: its code stays 0
+        live = table.table[ret].take(firsts).nonzero()[0]
+        tokens, offsets, firsts = tokens[live], offsets[live], firsts[live]
+    rows = zip(tokens.tolist(), offsets.tolist(), firsts.tolist(), strict=True)
     for token, k, byte in rows:  # the first byte from `ret` is the row's `firsts` byte
         found = out.get(token, 0)
         if found < 0:
