@@ -220,7 +220,7 @@ class FrameMasks:
                 stays = by_bytes
             else:
                 stays |= by_bytes
-            if crossing is not None:
+            if crossing is not None and crossing.any():  # string bodies' often hold none
                 if candidates is None:
                     candidates = crossing
                 else:
