@@ -304,7 +304,7 @@ class CallReader:
         start = self._starts.get(callee)
         if start is None:
             start = self._callee_frame(callee)
-        frame, stays_bytes, by_token, table = start
+        frame, stays_words, table = start
         if table is not None:  # read by the callee's bytes up to its first call or end
             flat, accepting, calls = table.flat, table.accepting, table.calls
             q, at, n = table.start, k, len(data)
@@ -331,9 +331,9 @@ class CallReader:
             if found is None:
                 return None
             stays, bits = found
-        if stays_bytes[token >> 3] >> (token & 7) & 1:
+        if stays_words[token >> 5] >> (token & 31) & 1:
             return True, bits
-        ends = by_token.get(token, 0)  # the offsets where the callee's frame ends in it
+        ends = frame.offset_bits().get(token, 0)  # where the callee's frame ends in it
         while ends:
             at = (ends & -ends).bit_length() - 1
             ends &= ends - 1
@@ -396,23 +396,24 @@ class CallReader:
 
     def _callee_frame(self, callee: int) -> _Start:
         """The start frame of `callee` (built here unless it is being built: then None),
-        its `stays` as bytes (a bit test on bytes is a fraction of one on numpy words) and
-        its escape offsets by token; looked up once per reader: a frame being built is one
-        of the frames whose build runs this reader, so it stays unfinished while the reader
-        lives."""
+        and its `stays` words as a memoryview (a bit test on it is a fraction of one on
+        numpy words, and nothing is copied; its escape offsets by token are made on use);
+        looked up once per reader: a frame being built is one of the frames whose build
+        runs this reader, so it stays unfinished while the reader lives."""
         frames = self._frames
         table = frames.stacks.table(callee)
         start = table.start
         plain = not (table.accepting[start] or start in table.calls)  # one way in
-        found: _Start = (None, b"", {}, table if plain else None)
+        found: _Start = (None, _NO_WORDS, table if plain else None)
         if (frames.same_rule(callee), start) not in frames.building:
             frame = frames.get(callee, start)
-            found = (frame, frame.stays.tobytes(), frame.offset_bits(), found[3])
+            found = (frame, memoryview(frame.stays), found[2])
         self._starts[callee] = found
         return found
 
 
-_Start = tuple["FrameMask | None", bytes, dict[int, int], RuleTable | None]
+_Start = tuple["FrameMask | None", memoryview, RuleTable | None]
+_NO_WORDS = memoryview(np.zeros(0, dtype="<u4"))
 
 
 _NONE = np.zeros(0, dtype=np.int64)
