@@ -8,8 +8,9 @@ import pytest
 from kor_cli.grammar.compile import GrammarOptions, compile_json_schema
 from kor_cli.grammar.frame_indexes import _free_prefix
 from kor_cli.grammar.frame_walk import RuleWalker
-from kor_cli.grammar.free_string import STRING, free_states
+from kor_cli.grammar.free_string import STRING, free_body_states, free_states
 from kor_cli.grammar.pushdown import PushdownGrammar
+from kor_cli.grammar.stacks import Stacks
 from kor_cli.grammar.token_arrays import sorted_tokens
 from kor_cli.testing import TOKENIZER_NAMES
 
@@ -94,6 +95,36 @@ def test_free_split_equals_the_two_index_lookups(name: str, tokenizer_info_facto
                 continued += table.byte_set(state) >> 0x80 & 1
                 escaped_ += table.byte_set(state) >> ord("\\") & 1
     assert free >= 2 and bounded >= 2 and opened >= 2 and continued >= 2 and escaped_ >= 2
+
+
+def test_free_body_states_equal_free_states_of_each_state() -> None:
+    # a rule's free string bodies found at once == `free_states` state by state, on the
+    # schema's rules and on copies with cells, crossing states changed near their bodies
+    grammar = compile_json_schema(SCHEMA, GrammarOptions())
+    stacks = Stacks(grammar.rules)
+    rng = np.random.default_rng(7)
+    found = changed = 0
+    for rule_id in grammar.rules.reachable_rules():
+        walker = RuleWalker(stacks, rule_id, stacks.table(rule_id))
+        flat, crossing = walker.arrays()
+        bodies = sorted(free_body_states(flat, crossing))
+        found += len(bodies)
+        size = len(flat) >> 8
+        for trial in range(300):
+            table, crosses = flat.copy(), crossing.copy()
+            for _ in range(int(rng.integers(1, 4))):
+                if rng.random() < 0.2:
+                    crosses[rng.integers(size)] ^= True
+                    continue
+                at = int(rng.choice(bodies)) if bodies and rng.random() < 0.6 else 0
+                for byte in rng.choice(list(b"\\u0\xe0\xc3\x80\xf0n"), int(rng.integers(0, 5))):
+                    at = int(table[at << 8 | byte]) or at
+                table[at << 8 | int(rng.integers(256))] = rng.integers(size)
+            want = {s for s in range(1, size) if free_states(table, crosses, s)}
+            got = free_body_states(table, crosses)
+            assert got == want, (rule_id, trial)
+            changed += got != set(bodies)
+    assert found >= 2 and changed >= 100
 
 
 def _words(rows: list[tuple[np.ndarray, np.ndarray]], words: int) -> np.ndarray:

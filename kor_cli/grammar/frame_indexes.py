@@ -19,8 +19,15 @@ from pathlib import Path
 import numpy as np
 
 from kor_cli.grammar.bitmask import set_bits
-from kor_cli.grammar.frame_walk import Rows, RuleWalker, escape_rows, split_words, walk_state
-from kor_cli.grammar.free_string import free_states
+from kor_cli.grammar.frame_walk import (
+    Rows,
+    RuleWalker,
+    Split,
+    escape_rows,
+    split_words,
+    walk_state,
+)
+from kor_cli.grammar.free_string import free_body_states
 from kor_cli.grammar.index import TokenIndex
 from kor_cli.grammar.stacks import RuleTable
 from kor_cli.grammar.string_body import BodyChains, beside_body, crossing_table, split_body
@@ -159,6 +166,7 @@ _CONTINUATIONS = range(0x80, 0xC0)
 # start with it (less it); 0 (an ASCII body character): the body's, of every token
 _PREFIXES = {_QUOTE: 1, **dict.fromkeys(_CONTINUATIONS, 2), ord("\\"): 3}
 _WHOLE = (256, 1, len(_CONTINUATIONS), 1)  # bytes a table's tokens start with
+_ADDED = 512  # a walk with more candidates beside a split: by `split_words`
 _CONTINUED_MIN = 256  # tekken: 344 tokens start with one, 1-15 bytes (Qwen: 180)
 
 
@@ -313,7 +321,7 @@ def _free_prefix(
     tables = sorted_.free_strings()
     starts, ids = sorted_.starts(), sorted_.ids
     parts = []
-    for kind, chosen in groups.items():
+    for kind, chosen in groups.items():  # (a table's stays hold the byte alone)
         stays, crossing, rows = tables[kind].split(*arrays, into, walker.finals())
         if len(chosen) < _WHOLE[kind]:  # those bytes' tokens only
             keep = np.zeros(len(stays) * 32, dtype=bool)
@@ -329,7 +337,6 @@ def _free_prefix(
         stays |= more[0]
         crossing |= more[1]
         rows = rows + more[2]
-    _set_alone(sorted_, covered, stays)  # the byte alone: into the body by bytes
     return _with_others(sorted_, walker, table, at, words, stays, crossing, others, rows)
 
 
@@ -342,11 +349,11 @@ def _set_alone(sorted_: SortedTokens, covered: list[int], stays: np.ndarray) -> 
 
 
 def _free(walker: RuleWalker, state: int) -> bool:
-    """`free_string.free_states` of a rule's state (kept per rule)."""
-    found = walker.free.get(state)
+    """`free_string.free_states` of a rule's state (the rule's, found once per rule)."""
+    found = walker.free
     if found is None:
-        found = walker.free[state] = free_states(*walker.arrays(), state)
-    return found
+        found = walker.free = free_body_states(*walker.arrays())
+    return state in found
 
 
 def _with_others(
@@ -380,8 +387,30 @@ def _with_others(
     )
     if rest is None:
         return None
-    more_stays, more_crossing = split_words(sorted_, rest, words)
-    stays |= more_stays
-    if more_crossing is not None:
-        crossing |= more_crossing
+    if not _add_split(sorted_, rest, stays, crossing):
+        more_stays, more_crossing = split_words(sorted_, rest, words)
+        stays |= more_stays
+        if more_crossing is not None:
+            crossing |= more_crossing
     return stays, crossing, rows + escape_rows(sorted_, rest.escapes)
+
+
+def _add_split(
+    sorted_: SortedTokens, split: Split, stays: np.ndarray, crossing: np.ndarray
+) -> bool:
+    """Set a walk's tokens read by bytes in `stays`, its candidates less those in
+    `crossing` (as `split_words`' words OR'd in, without them): False, adding nothing,
+    where it has more than _ADDED candidates."""
+    ranges, singles = split.ranges, split.singles
+    if sum(hi - lo for lo, hi in ranges) + len(singles) > _ADDED:
+        return False
+    ids = sorted_.ids
+    if split.stays:
+        set_bits(stays, ids[split.stays])
+    if ranges or singles:
+        stay = set(split.stays)
+        positions = [p for lo, hi in ranges for p in range(lo, hi) if p not in stay]
+        positions += [p for p in singles if p not in stay]
+        if positions:
+            set_bits(crossing, ids[positions])
+    return True

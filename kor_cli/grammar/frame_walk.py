@@ -76,7 +76,7 @@ class RuleWalker:
         self._crossing: np.ndarray | None = None
         self._arrays: tuple[np.ndarray, np.ndarray] | None = None
         self._finals: np.ndarray | None = None
-        self.free: dict[int, bool] = {}  # state → a free string's body (`free_string`)
+        self.free: frozenset[int] | None = None  # free strings' bodies (`free_string`)
 
     def finals(self) -> np.ndarray:
         """Bool per state: accepting, neither reading nor calling (only popped)."""

@@ -25,6 +25,8 @@ CANDIDATE_LIMIT = 20_000  # tokens walked at once for a dense state's candidates
 WIDTH = 16  # bytes per token in the padded matrix (longer tokens finish in Python)
 _ONE = [bytes((b,)) for b in range(256)]
 _BACKSLASH = ord("\\")
+# the first bytes (runs) of `free_strings`' tables less the body's: quote, continuations, `\\`
+_FIRST_BYTES = ((0x22, 0x23), (0x80, 0xC0), (0x5C, 0x5D))
 _PROBE = ord("a")  # a body character: a free string's body reads it back to itself
 _PLAIN = np.zeros(256, dtype=bool)  # printable ASCII but `"` and `\`: a string's plain bytes
 _PLAIN[0x20:0x7F] = True
@@ -119,7 +121,11 @@ class SortedTokens:
             tables = (*body_tables(info), BodyTokens(slashed, exclude=info.stop_ids))
             lengths = np.zeros(len(tables[0].counts), dtype=np.int64)  # by token id
             lengths[self.ids] = self.matrix()[0]
-            body, quoted, continued, slashed_ = (FreeTokens(t, lengths) for t in tables)
+            ids, bounds = self.alone()  # the first byte alone: into the body by bytes
+            alone = [ids[bounds[lo] : bounds[hi]] for lo, hi in _FIRST_BYTES]
+            body, quoted, continued, slashed_ = (
+                FreeTokens(t, lengths, a) for t, a in zip(tables, [None, *alone], strict=True)
+            )
             self._free = body, quoted, continued, slashed_
         return self._free
 
