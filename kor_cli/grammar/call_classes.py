@@ -69,11 +69,10 @@ def build_with_calls(node: Node, masks: set[int], max_states: int) -> Table | No
         calls = sum((m >> base).bit_count() for row in rows for m in row.values())
         if len(rows) + WIDTH * calls > max_states:
             return None  # (over bytes, at most WIDTH more states per call: maybe past it)
-    accepted = accepting.tolist()
-    found = live_blocks(rows, accepted, 1)
+    found = live_blocks(rows, accepting, 1)
     if found is None:
         return EMPTY
-    return marker_table(found[0], found[1], accepted, base, callees)
+    return marker_table(found[0], found[1], accepting, base, callees)
 
 
 def marker_table(

@@ -305,7 +305,8 @@ def _build(node: Node, max_states: int) -> ByteDFA:
     start = nfa.new()
     accept = nfa.build(node, start)
     accepting, rows = subsets(nfa.edges, nfa.eps, start, accept, len(class_masks), max_states)
-    return _expand(minimal_rows(len(class_masks), accepting, 1, rows), class_of)
+    minimal = minimal_rows(len(class_masks), np.array(accepting), 1, rows)
+    return _expand(minimal, class_of)
 
 
 def _lower(root: Node, max_states: int) -> Node:

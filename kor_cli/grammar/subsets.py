@@ -10,8 +10,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-import numpy as np
-
 from kor_cli.errors import GrammarError
 from kor_cli.grammar.limits import check
 
@@ -23,7 +21,7 @@ def subsets(
     accept: int,
     num_classes: int,
     max_states: int,
-) -> tuple[np.ndarray, list[dict[int, int]]]:
+) -> tuple[list[bool], list[dict[int, int]]]:
     """Subset construction of an NFA over byte classes: (accepting, each state's live
     transitions as {target: class mask}, as `refine.sparse_rows`); see `minimal_rows`.
 
@@ -100,8 +98,7 @@ def subsets(
             else:
                 row[target] = mask
         i += 1
-    accepting = np.array([s == accept if type(s) is int else accept in s for s in sets])
-    return accepting, rows
+    return [s == accept if type(s) is int else accept in s for s in sets], rows
 
 
 def _number(
