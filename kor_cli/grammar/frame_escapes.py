@@ -134,7 +134,8 @@ def _firsts(
     sorted_: SortedTokens | None,
 ) -> np.ndarray:
     """The byte of each token at its offset (uint8), from the padded matrix where the
-    offset lies inside it, the rest one by one."""
+    offset lies inside it (one take at flat indexes: no `np.where`s nor a 2-D fancy
+    index), the rest one by one."""
     if sorted_ is None or len(tokens) < _VECTOR_ROWS:
         pairs = zip(tokens.tolist(), offsets.tolist(), strict=True)
         return np.fromiter(
@@ -142,8 +143,8 @@ def _firsts(
         )
     positions = sorted_.position(tokens)
     inside = (positions >= 0) & (offsets < WIDTH)
-    matrix = sorted_.matrix()[1]
-    firsts = matrix[np.where(inside, positions, 0), np.where(inside, offsets, 0)]
+    matrix = sorted_.matrix()[1]  # C order; the rows outside clip, fixed below
+    firsts = matrix.reshape(-1).take(positions * matrix.shape[1] + offsets, mode="clip")
     for row in (~inside).nonzero()[0].tolist():
         firsts[row] = (token_bytes[int(tokens[row])] or b"\0")[int(offsets[row])]
     return firsts
