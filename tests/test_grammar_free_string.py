@@ -72,7 +72,9 @@ def test_free_split_equals_the_two_index_lookups(name: str, tokenizer_info_facto
             stays = indexes.by_bytes.packed(state) & frames._keep
             crossing = indexes.crossing.packed(indexes.size + state) & frames._keep & ~stays
             if free_states(*walker.arrays(), state):
-                split = body.split(*walker.arrays(), state, walker.finals())
+                split = body.split(*walker.arrays(), state, walker.finals(), walker.reads)
+                plain = body.split(*walker.arrays(), state, walker.finals())  # children all
+                assert all(np.array_equal(a, b) for a, b in zip(split[:2], plain[:2], strict=True))
                 escaped = _words(split[2], len(stays))
                 assert np.array_equal(split[0], stays)
                 assert np.array_equal(split[1] | escaped, crossing)

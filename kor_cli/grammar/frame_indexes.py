@@ -232,7 +232,8 @@ def split_beside(
     if len(reads[at]) >= BODY_READS:  # a free string's body: the tokenizer's tables
         if not _free(walker, at):
             return None
-        return sorted_.free_strings()[0].split(*walker.arrays(), at, walker.finals())
+        body = sorted_.free_strings()[0]
+        return body.split(*walker.arrays(), at, walker.finals(), walker.reads)
     base = at << 8
     if len(reads[at]) == 1:  # a literal's byte (most states of a key): the usual walk
         if len(reads[flat[base | reads[at][0]]]) < BODY_READS:
@@ -322,7 +323,7 @@ def _free_prefix(
     starts, ids = sorted_.starts(), sorted_.ids
     parts = []
     for kind, chosen in groups.items():  # (a table's stays hold the byte alone)
-        stays, crossing, rows = tables[kind].split(*arrays, into, walker.finals())
+        stays, crossing, rows = tables[kind].split(*arrays, into, walker.finals(), reads)
         if len(chosen) < _WHOLE[kind]:  # those bytes' tokens only
             keep = np.zeros(len(stays) * 32, dtype=bool)
             for lo, hi in _runs(chosen):

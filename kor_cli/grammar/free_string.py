@@ -23,6 +23,8 @@ from: a compile reuses them as it reuses those, and nothing in them depends on a
 from __future__ import annotations
 
 import json
+from bisect import bisect_left
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -36,6 +38,7 @@ _COLON = ord(":")
 _INSIDE, _DEAD = -1, -2  # a token's fate from the body state, else its closing offset
 _MANY = 512  # more token ids are set in words by a bincount
 _WIDE = 8  # a node with more children reads their next states as one array
+_FEW_NODES = 8  # a walk's nodes at most whose tokens `FreeTokens._few` sets node by node
 Split = tuple[np.ndarray, np.ndarray, list[tuple[np.ndarray, np.ndarray]]]  # `FreeTokens.split`
 
 
@@ -172,6 +175,11 @@ class FreeTokens:
         keys = np.fromiter(map(len, self.tails.tokens), np.int64, count=len(ids))
         self._close = lengths[ids] - keys  # sorted tail → its closing quote's offset
         self._kids = self.tails.child_start.tolist()  # node → its children's first node
+        # node → tokens ending there, first and past-last sorted tail under it (`_few`)
+        nodes = self.tails.num_nodes + 1
+        self._ending = np.bincount(self.tails.token_node, minlength=nodes).tolist()
+        self._first_at, self._last_at = first.tolist(), (last + 1).tolist()
+        self._words: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # `_or`'s, by node
         self._bytes = self.tails.byte.tolist()
         # the splits where the closing quote leads to a final state (a string value that
         # ends its rule), or to a `:` into a call state that reads no byte (a key whose
@@ -195,7 +203,12 @@ class FreeTokens:
         return made
 
     def split(
-        self, flat: np.ndarray, crossing: np.ndarray, state: int, final: np.ndarray
+        self,
+        flat: np.ndarray,
+        crossing: np.ndarray,
+        state: int,
+        final: np.ndarray,
+        reads: Sequence[Sequence[int]] | None = None,
     ) -> tuple[np.ndarray, np.ndarray, list[tuple[np.ndarray, np.ndarray]]]:
         """From free string state `state` (`free_states`) of a rule (`final`: bool per
         state, accepting and neither reading nor calling): the packed words of the tokens
@@ -204,18 +217,25 @@ class FreeTokens:
         they escape there and only there, returned as rows (token ids, offsets) as
         `frame_walk`'s escapes. One walk of the tails trie, depth first over its live nodes
         (a node with many children reads them as one array); where the quote leads to a
-        final state or a key's `:` into a call, the split made at first (`_made`)."""
+        final state or a key's `:` into a call, the split made at first (`_made`).
+        `reads` (optional): the bytes each state reads (ascending), where a node's
+        children are looked up by them when fewer."""
         quote = int(flat[state << 8 | _QUOTE])
         if final[quote]:
             made = self._closed
         elif _keyed(flat, crossing, final, quote):
             made = self._keyed
         else:
-            return self._split(flat, crossing, state, final)
+            return self._split(flat, crossing, state, final, reads)
         return made[0].copy(), made[1].copy(), list(made[2])
 
     def _split(
-        self, flat: np.ndarray, crossing: np.ndarray, state: int, final: np.ndarray
+        self,
+        flat: np.ndarray,
+        crossing: np.ndarray,
+        state: int,
+        final: np.ndarray,
+        reads: Sequence[Sequence[int]] | None = None,
     ) -> tuple[np.ndarray, np.ndarray, list[tuple[np.ndarray, np.ndarray]]]:
         """`split` by one walk of the tails trie."""
         trie = self.tails
@@ -224,20 +244,27 @@ class FreeTokens:
         if not trie.depth:
             return stays, candidates, []
         kids, byte, bytes_ = self._kids, self._bytes, trie.byte
+        view = memoryview(flat)
         kept: list[int] = []  # nodes alive, or at a final state first (escaped)
         died: list[int] = []  # nodes whose subtree dies by bytes after a crossing state
         escaped: dict[int, list[int]] = {}  # depth → nodes at a final state first
         todo = [(0, trie.offsets[1], state, False, 1)]  # children lo..hi of a live node
         while todo:
             lo, hi, before, met, depth = todo.pop()
-            if hi - lo > _WIDE:  # many children: their next states by one array take
+            if not met and reads is not None and len(reads[before]) < hi - lo:
+                pairs = []  # the state's few bytes among many children (none dies here)
+                for at in reads[before]:
+                    node = bisect_left(byte, at, lo, hi)
+                    if node < hi and byte[node] == at:
+                        pairs.append((node, view[before << 8 | at]))
+            elif hi - lo > _WIDE:  # many children: their next states by one array take
                 heres = flat.take((before << 8) | bytes_[lo:hi])
                 live = (heres != 0).nonzero()[0]  # of bools: numpy 2.3 is slower on ints
                 if met and len(live) < hi - lo:
                     died.extend((np.flatnonzero(heres == 0) + lo).tolist())
                 pairs = zip((live + lo).tolist(), heres[live].tolist(), strict=True)
             else:
-                pairs = ((node, int(flat[before << 8 | byte[node]])) for node in range(lo, hi))
+                pairs = ((node, view[before << 8 | byte[node]]) for node in range(lo, hi))
             for node, here in pairs:
                 if not here:
                     if met:
@@ -250,6 +277,8 @@ class FreeTokens:
                 if kids[node] < kids[node + 1]:
                     crossed = met or bool(crossing[here])
                     todo.append((kids[node], kids[node + 1], here, crossed, depth + 1))
+        if len(kept) + len(died) + sum(map(len, escaped.values())) <= _FEW_NODES:
+            return self._few(stays, candidates, kept, died, escaped)
         ids = trie.token_ids
         ends = trie.token_node
         alive = np.zeros(trie.num_nodes + 1, dtype=bool)
@@ -267,6 +296,45 @@ class FreeTokens:
                 under = np.flatnonzero(self._under(nodes) & ~at_end)
                 rows.append((ids[under].astype(np.int64), self._close[under] + depth))
         return stays, candidates, rows
+
+    def _few(
+        self,
+        stays: np.ndarray,
+        candidates: np.ndarray,
+        kept: list[int],
+        died: list[int],
+        escaped: dict[int, list[int]],
+    ) -> Split:
+        """`_split`'s words and rows from a walk of few nodes: each node's tokens (those
+        ending there, those under it) as sorted-tail ranges, set by the words they change
+        (made once per node and kind)."""
+        ending, first, last = self._ending, self._first_at, self._last_at
+        for node in kept:
+            if ending[node]:
+                self._or(stays, node, first[node], first[node] + ending[node])
+        for node in died:
+            if first[node] < last[node]:
+                self._or(candidates, ~node, first[node], last[node])
+        rows = []
+        ids = self.tails.token_ids
+        for depth in sorted(escaped):  # a token ending at the node stays (read whole)
+            spans = sorted((first[node] + ending[node], last[node]) for node in escaped[depth])
+            under = np.concatenate([np.arange(lo, hi) for lo, hi in spans])
+            rows.append((ids[under].astype(np.int64), self._close[under] + depth))
+        return stays, candidates, rows
+
+    def _or(self, words: np.ndarray, key: int, lo: int, hi: int) -> None:
+        """OR into packed `words` the bits of the sorted tails lo..hi (their distinct
+        words and bits kept by `key`)."""
+        found = self._words.get(key)
+        if found is None:
+            ids = self.tails.token_ids[lo:hi].astype(np.int64)
+            at = np.unique(ids >> 5)
+            bits = np.zeros(len(words), dtype="<u4")
+            np.bitwise_or.at(bits, ids >> 5, np.left_shift(1, ids & 31).astype("<u4"))
+            found = self._words[key] = at, bits[at]
+        at, bits = found
+        words[at] |= bits
 
     def _under(self, nodes: np.ndarray) -> np.ndarray:
         """Bool per sorted tail: under one of `nodes` (disjoint subtrees)."""
