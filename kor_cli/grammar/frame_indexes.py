@@ -19,14 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from kor_cli.grammar.bitmask import set_bits
-from kor_cli.grammar.frame_walk import (
-    Rows,
-    RuleWalker,
-    Split,
-    escape_rows,
-    split_words,
-    walk_state,
-)
+from kor_cli.grammar.frame_walk import Rows, RuleWalker, escape_rows, split_words, walk_state
 from kor_cli.grammar.free_string import free_body_states
 from kor_cli.grammar.index import TokenIndex
 from kor_cli.grammar.stacks import RuleTable
@@ -166,7 +159,6 @@ _CONTINUATIONS = range(0x80, 0xC0)
 # start with it (less it); 0 (an ASCII body character): the body's, of every token
 _PREFIXES = {_QUOTE: 1, **dict.fromkeys(_CONTINUATIONS, 2), ord("\\"): 3}
 _WHOLE = (256, 1, len(_CONTINUATIONS), 1)  # bytes a table's tokens start with
-_ADDED = 512  # a walk with more candidates beside a split: by `split_words`
 _CONTINUED_MIN = 256  # tekken: 344 tokens start with one, 1-15 bytes (Qwen: 180)
 
 
@@ -388,30 +380,8 @@ def _with_others(
     )
     if rest is None:
         return None
-    if not _add_split(sorted_, rest, stays, crossing):
-        more_stays, more_crossing = split_words(sorted_, rest, words)
-        stays |= more_stays
-        if more_crossing is not None:
-            crossing |= more_crossing
+    more_stays, more_crossing = split_words(sorted_, rest, words)
+    stays |= more_stays
+    if more_crossing is not None:
+        crossing |= more_crossing
     return stays, crossing, rows + escape_rows(sorted_, rest.escapes)
-
-
-def _add_split(
-    sorted_: SortedTokens, split: Split, stays: np.ndarray, crossing: np.ndarray
-) -> bool:
-    """Set a walk's tokens read by bytes in `stays`, its candidates less those in
-    `crossing` (as `split_words`' words OR'd in, without them): False, adding nothing,
-    where it has more than _ADDED candidates."""
-    ranges, singles = split.ranges, split.singles
-    if sum(hi - lo for lo, hi in ranges) + len(singles) > _ADDED:
-        return False
-    ids = sorted_.ids
-    if split.stays:
-        set_bits(stays, ids[split.stays])
-    if ranges or singles:
-        stay = set(split.stays)
-        positions = [p for lo, hi in ranges for p in range(lo, hi) if p not in stay]
-        positions += [p for p in singles if p not in stay]
-        if positions:
-            set_bits(crossing, ids[positions])
-    return True
