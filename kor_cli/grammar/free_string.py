@@ -25,6 +25,7 @@ from __future__ import annotations
 import json
 from bisect import bisect_left
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -187,6 +188,19 @@ class FreeTokens:
         # once here, as the splits of small tables of those shapes
         self._closed = self._made(b"", ending=True)
         self._keyed = self._made(b":", ending=False)
+        self._closed_rows: tuple[np.ndarray, np.ndarray, dict[int, Any]] | None = None
+
+    def closed_rows(self) -> tuple[np.ndarray, np.ndarray, dict[int, Any]]:
+        """The escape rows of a free string whose quote ends its rule (`_closed`: a string
+        value's `",`), as a frame holds them (token ids, offsets, concatenated), and a memo
+        for what its readers find in them (pushdown's groups by second byte, by byte: the
+        same for every such frame of the tokenizer)."""
+        if self._closed_rows is None:
+            rows = [row for row in self._closed[2] if len(row[0])]
+            tokens = np.concatenate([t for t, _ in rows] or [np.zeros(0, np.int64)])
+            offsets = np.concatenate([o for _, o in rows] or [np.zeros(0, np.int64)])
+            self._closed_rows = tokens.astype(np.int64), offsets.astype(np.int64), {}
+        return self._closed_rows
 
     def _made(self, after: bytes, ending: bool) -> Split:
         """The split from body state 1 of a table where the quote leads along `after` to
@@ -223,7 +237,7 @@ class FreeTokens:
         quote = int(flat[state << 8 | _QUOTE])
         if final[quote]:
             made = self._closed
-        elif _keyed(flat, crossing, final, quote):
+        elif _keyed(flat, crossing, final, quote, reads):
             made = self._keyed
         else:
             return self._split(flat, crossing, state, final, reads)
@@ -344,11 +358,23 @@ class FreeTokens:
         return np.cumsum(cover[:-1]) > 0
 
 
-def _keyed(flat: np.ndarray, crossing: np.ndarray, final: np.ndarray, quote: int) -> bool:
+def _keyed(
+    flat: np.ndarray,
+    crossing: np.ndarray,
+    final: np.ndarray,
+    quote: int,
+    reads: Sequence[Sequence[int]] | None = None,
+) -> bool:
     """True when state `quote` (after a closing quote) reads only `:`, into a crossing
-    state that is not final and reads no byte; neither crosses there (`FreeTokens._keyed`)."""
+    state that is not final and reads no byte; neither crosses there (`FreeTokens._keyed`;
+    `reads`: each state's bytes, told by them)."""
     if crossing[quote]:
         return False
+    if reads is not None:
+        if reads[quote] != [_COLON]:
+            return False
+        into = int(flat[quote << 8 | _COLON])
+        return not reads[into] and bool(crossing[into]) and not final[into]
     row = flat[quote << 8 : (quote + 1) << 8]
     into = int(row[_COLON])
     if not into or np.count_nonzero(row) != 1 or final[into] or not crossing[into]:
