@@ -482,3 +482,30 @@ def _rule_masks_come_back(tmp_path: Path) -> None:
     with mock.patch.object(TokenTrie, "walk", side_effect=AssertionError("not from the cache")):
         second = masks_along(PushdownGrammar(rules_of(TREE), TOY, tmp_path))
     assert all(np.array_equal(a, b) for a, b in zip(first, second, strict=True))
+
+
+@pytest.mark.parametrize("name", TOKENIZER_NAMES)
+def test_a_string_values_escape_groups_are_kept_per_tokenizer(
+    name: str, tokenizer_info_factory
+) -> None:
+    # a frame whose escapes are a string value's (`FreeTokens.closed_rows`): its groups by
+    # second byte equal `_by_second`'s, and a second grammar's such frame reads the first's
+    info = tokenizer_info_factory(name)
+    value = {"anyOf": [{"type": "array", "items": {"$ref": "#/$defs/v"}}, {"type": "string"}]}
+    schema = {"type": "array", "items": {"$ref": "#/$defs/v"}, "$defs": {"v": value}}
+    found = []
+    for _ in range(2):
+        grammar = PushdownGrammar(compile_json_schema(schema, GrammarOptions()).rules, info)
+        matcher = PushdownMatcher(grammar)
+        for token in (b'["', b"x"):
+            matcher.packed_mask()
+            assert matcher.accept_bytes(token)
+        stack = next(iter(matcher.config))
+        rule_id, state, _ = grammar.stacks.frame(stack)
+        frame = grammar.frames.get(rule_id, state)
+        bits = frame.escape_bytes
+        assert bits
+        for byte in (b for b in range(256) if bits >> b & 1):
+            assert grammar._grouped(frame, byte) == _by_second(frame, byte)
+        found.append(grammar._grouped(frame, bits.bit_length() - 1))
+    assert found[0] is found[1]

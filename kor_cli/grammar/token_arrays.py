@@ -129,6 +129,10 @@ class SortedTokens:
             self._free = body, quoted, continued, slashed_
         return self._free
 
+    def free_made(self) -> tuple[FreeTokens, FreeTokens, FreeTokens, FreeTokens] | None:
+        """`free_strings` where made already, else None (nothing made)."""
+        return self._free
+
     def body_lead(self) -> np.ndarray:
         """Per sorted token: the bytes of its leading body characters (`string_body`;
         all of it for a body token; made once per tokenizer, with `free_strings`)."""
