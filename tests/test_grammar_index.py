@@ -27,7 +27,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kor_cli.grammar import trie as trie_module
-from kor_cli.grammar.bitmask import as_numpy_bitmask, set_bits, write_row
+from kor_cli.grammar.bitmask import as_numpy_bitmask, bits_set, set_bits, write_row
 from kor_cli.grammar.compile import compile_json_schema
 from kor_cli.grammar.index import TokenIndex
 from kor_cli.grammar.trie import TokenTrie
@@ -433,3 +433,16 @@ def test_set_bits_from_lists_and_arrays(count: int) -> None:
         words = start.copy()
         set_bits(words, these)
         assert (np.unpackbits(words.view(np.uint8), bitorder="little").astype(bool) == want).all()
+
+
+@pytest.mark.parametrize("dtype", ["<u4", "<i4"])
+def test_bits_set_reads_the_packed_bits_of_each_id(dtype: str) -> None:
+    """`bits_set` answers per id whether its bit is set, bit 31 (the sign of an int32 word)
+    included, in the order and with the repeats of the ids asked."""
+    rng = np.random.default_rng(7)
+    words = rng.integers(0, 1 << 32, size=40, dtype=np.uint64).astype("<u4")
+    words[3] = 0x80000000
+    bits = np.unpackbits(words.view(np.uint8), bitorder="little").astype(bool)
+    ids = np.concatenate([rng.integers(0, 32 * 40, size=200), [127, 127, 96, 0]])
+    got = bits_set(words.view(dtype), ids.astype(np.int64))
+    assert got.tolist() == bits[ids].tolist()

@@ -78,6 +78,11 @@ def set_bits(words: np.ndarray, ids: np.ndarray | list[int]) -> None:
     np.bitwise_or.at(words, ids >> 5, np.left_shift(1, ids & 31).astype("<u4"))
 
 
+def bits_set(words: np.ndarray, ids: np.ndarray) -> np.ndarray:
+    """Bool per token of `ids`: its bit is set in packed `words`."""
+    return (words[ids >> 5] >> (ids & 31).astype("<u4")) & 1 == 1
+
+
 def unpack_row(words: np.ndarray, vocab_size: int) -> np.ndarray:
     """Bool [vocab_size] from one row of packed words."""
     raw = np.ascontiguousarray(words).view(np.uint8)

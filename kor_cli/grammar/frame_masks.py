@@ -55,7 +55,7 @@ from pathlib import Path
 
 import numpy as np
 
-from kor_cli.grammar.bitmask import set_bits
+from kor_cli.grammar.bitmask import bits_set, set_bits
 from kor_cli.grammar.distinct import distinct
 from kor_cli.grammar.frame_cache import frames_path, read_frames, write_frames
 from kor_cli.grammar.frame_chain import literal_frame
@@ -236,7 +236,7 @@ class FrameMasks:
         called: np.ndarray | None = None  # the callees' escaping tokens, as words
         through: np.ndarray | None = None  # which candidates those are (None: none)
         if candidates is None and len(extra) == 1:  # a call state that reads no byte: the
-            ids_array = extra[0][~_has(stays, extra[0])]  # callee's escapes (no word scan)
+            ids_array = extra[0][~bits_set(stays, extra[0])]  # callee's escapes (no word scan)
             through = np.ones(len(ids_array), dtype=bool)
             if walked:
                 candidates = _words(ids_array, self.words)
@@ -264,7 +264,7 @@ class FrameMasks:
                     if staying:  # stay by a callee's bytes: no rows, not read by returns
                         set_bits(stays, ids_array[staying])
                         if through is None and called is not None:
-                            through = _has(called, ids_array)
+                            through = bits_set(called, ids_array)
                         if through is not None:
                             through[staying] = False
                 else:  # every byte path dies at once (all candidates come from calls here)
@@ -272,7 +272,7 @@ class FrameMasks:
                     where = np.zeros(len(ids_array), dtype=np.int64)
                 slow_rows = ~settled
                 if through is None and called is not None:
-                    through = _has(called, ids_array)
+                    through = bits_set(called, ids_array)
                 if through is not None:
                     if through.any():
                         slow_rows = decide_returns(
@@ -430,15 +430,10 @@ def _less(
     if len(walked) > 1:  # walks from several states may find one row twice
         keys = distinct(tokens << 16 | offsets)
         tokens, offsets = keys >> 16, keys & 0xFFFF
-    keep = ~_has(stays, tokens)
+    keep = ~bits_set(stays, tokens)
     if candidates is not None:
-        keep &= ~_has(candidates, tokens)
+        keep &= ~bits_set(candidates, tokens)
     return tokens[keep], offsets[keep]
-
-
-def _has(words: np.ndarray, ids: np.ndarray) -> np.ndarray:
-    """Bool per token of `ids`: its bit is set in packed `words`."""
-    return (words[ids >> 5] >> (ids & 31).astype("<u4")) & 1 == 1
 
 
 def _offset_rows(tokens: np.ndarray, where: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:

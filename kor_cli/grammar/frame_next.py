@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from kor_cli.grammar.bitmask import set_bits
+from kor_cli.grammar.bitmask import bits_set, set_bits
 from kor_cli.grammar.distinct import distinct
 from kor_cli.grammar.frame_escapes import FrameMask
 from kor_cli.grammar.frame_returns import read_calls
@@ -59,7 +59,7 @@ def next_frame(frames: FrameMasks, rule_id: int, table: RuleTable, state: int) -
         rest = tails(sorted_, byte)
         known = rest >= 0
         rest_ids = np.where(known, rest, 0)
-        staying = known & _has(inner.stays, rest_ids)
+        staying = known & bits_set(inner.stays, rest_ids)
         set_bits(stays, longer[staying])
         open_.append(longer[~known])
         left = ~staying & known
@@ -128,7 +128,7 @@ def _shifted(
     `inner` (the byte there is the rest's)."""
     escaping = np.zeros(len(inner.stays), dtype="<u4")
     set_bits(escaping, inner.tokens)
-    hit = _has(escaping, rest).nonzero()[0]
+    hit = bits_set(escaping, rest).nonzero()[0]
     if not len(hit):
         return None
     by_rest: dict[int, list[int]] = {}  # tokens spelled alike share a rest
@@ -154,11 +154,6 @@ def _bytes_at(frames: FrameMasks, tokens: np.ndarray, offsets: np.ndarray) -> np
     return np.fromiter(
         ((token_bytes[t] or b"\0")[o] for t, o in pairs), dtype=np.uint8, count=len(tokens)
     )
-
-
-def _has(words: np.ndarray, ids: np.ndarray) -> np.ndarray:
-    """Bool per token of `ids`: its bit is set in packed `words`."""
-    return (words[ids >> 5] >> (ids & 31).astype("<u4")) & 1 == 1
 
 
 def _bytes(bits: int) -> list[int]:

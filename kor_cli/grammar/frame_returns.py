@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from kor_cli.grammar.bitmask import set_bits
+from kor_cli.grammar.bitmask import bits_set, set_bits
 from kor_cli.grammar.distinct import distinct
 from kor_cli.grammar.frame_escapes import FrameMask
 from kor_cli.grammar.stacks import RuleTable
@@ -62,11 +62,11 @@ def twin_frame(frames: FrameMasks, rule_id: int, table: RuleTable, state: int) -
     seconds_byte = (  # the first byte of each suffix
         np.concatenate([padded[lo:hi, 1] for lo, hi in spans]) if padded is not None else _BYTES
     )
-    keep = ~_has(inner.stays, longer)
+    keep = ~bits_set(inner.stays, longer)
     if len(inner.tokens):  # a row (token, 1) the twin has already
         seconds = np.zeros(len(stays), dtype="<u4")
         set_bits(seconds, inner.tokens[inner.offsets == 1])
-        keep &= ~_has(seconds, longer)
+        keep &= ~bits_set(seconds, longer)
     escaping, firsts = longer[keep], seconds_byte[keep]
     escape_bytes = inner.escape_bytes
     for byte in distinct(firsts).tolist():
@@ -96,11 +96,6 @@ def _twins(frames: FrameMasks, rule_id: int, table: RuleTable) -> dict[tuple, in
                 out[pairs] = at
         found = frames.twins[rule_id] = (table, out)
     return found[1]
-
-
-def _has(words: np.ndarray, ids: np.ndarray) -> np.ndarray:
-    """Bool per token of `ids`: its bit is set in packed `words`."""
-    return (words[ids >> 5] >> (ids & 31).astype("<u4")) & 1 == 1
 
 
 def decide_returns(
