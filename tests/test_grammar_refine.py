@@ -34,9 +34,9 @@ from kor_cli.grammar.ast import (
     repeat,
     seq,
 )
+from kor_cli.grammar.byte_sets import byte_classes
 from kor_cli.grammar.fsm import compile_ast
 from kor_cli.grammar.minimize import minimal_triples
-from kor_cli.grammar.nfa import byte_classes
 from kor_cli.grammar.refine import canonical_blocks, sparse_rows
 from tests.test_grammar_dfacore import LIMIT, reference_minimize, same, tables, trees
 

@@ -30,13 +30,14 @@ from kor_cli.grammar.ast import (
     repeat,
     seq,
 )
+from kor_cli.grammar.byte_sets import byte_classes, leaf_masks
 from kor_cli.grammar.call_classes import EMPTY, Marks, Split, Table, build_with_calls
 from kor_cli.grammar.call_markers import MARK
 from kor_cli.grammar.dfa_cache import cached, remember
 from kor_cli.grammar.distinct import distinct
 from kor_cli.grammar.limits import check
 from kor_cli.grammar.minimize import minimal_rows, minimize
-from kor_cli.grammar.nfa import NFA, byte_classes, leaf_masks
+from kor_cli.grammar.nfa import NFA
 from kor_cli.grammar.subsets import subsets
 
 DEFAULT_MAX_STATES = 50_000
