@@ -223,7 +223,7 @@ class FreeTokens:
         state: int,
         final: np.ndarray,
         reads: Sequence[Sequence[int]] | None = None,
-    ) -> tuple[np.ndarray, np.ndarray, list[tuple[np.ndarray, np.ndarray]]]:
+    ) -> Split:
         """From free string state `state` (`free_states`) of a rule (`final`: bool per
         state, accepting and neither reading nor calling): the packed words of the tokens
         read by bytes, and of those that reach a crossing state after a byte and die by
@@ -250,7 +250,7 @@ class FreeTokens:
         state: int,
         final: np.ndarray,
         reads: Sequence[Sequence[int]] | None = None,
-    ) -> tuple[np.ndarray, np.ndarray, list[tuple[np.ndarray, np.ndarray]]]:
+    ) -> Split:
         """`split` by one walk of the tails trie."""
         trie = self.tails
         stays = self.inside.copy()
