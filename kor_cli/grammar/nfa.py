@@ -310,15 +310,13 @@ class NFA:
         if found is None:
             marks = dfa.marks if self.callees is not None else None
             inside = marks[1] if marks is not None else ()
-            if dfa.num_states <= _EDGES_SIZE and self.by_bytes and marks is None:  # as they are
+            if dfa.num_states <= _EDGES_SIZE and self.by_bytes:  # byte-mask edges as they are
                 rows = dfa.edges()[1:]  # (not changed here: `_automaton` copies them)
-                if self.callees is not None and any(m >> MARK for row in rows for m, _ in row):
-                    raise NotMarked  # a marker byte inside an automaton
-            elif dfa.num_states <= _EDGES_SIZE and self.by_bytes:
-                rows = [
-                    [(m, t) for m, t in row if t not in inside] if s not in inside else []
-                    for s, row in enumerate(dfa.edges()[1:], 1)
-                ]
+                if marks is not None:  # the states inside markers: no byte edges
+                    rows = [
+                        [(m, t) for m, t in row if t not in inside] if s not in inside else []
+                        for s, row in enumerate(rows, 1)
+                    ]
                 if self.callees is not None and any(m >> MARK for row in rows for m, _ in row):
                     raise NotMarked  # a marker byte inside an automaton
             elif dfa.num_states <= _EDGES_SIZE:
