@@ -10,6 +10,13 @@ newest sent (a big input never sits in memory), and yields each batch's rows in 
 A worker that dies has its batches sent again to the others and is replaced; a batch that
 kills `MAX_ATTEMPTS` workers stops the run (the rows before it are written).
 Imported only by a `--ray` run, with Ray installed.
+
+Test hook, for tests only (no CLI option, not in --help): with `KOR_CLI_TEST_RAY_HOLD=N`
+in the driver's environment (the driver passes it on to the actors it starts), worker 1 of
+a run holds each batch whose first record comes after input line N for up to `HOLD_SECONDS`
+before running it. tests/test_ray_batch.py sets N=1 and kills worker 1 once the first row is
+written: worker 1 then always still has batches, so the kill requeues them (without the
+hook the kill raced a run that takes ~0.1 s once loaded, and sometimes found nothing left).
 """
 
 from __future__ import annotations
@@ -41,6 +48,8 @@ POLL_SECONDS = 0.2  # how often the driver wakes (Ctrl-C is handled between wait
 PLACE_SECONDS = 120  # workers not loaded by then: say what is being waited for
 
 ACTOR_PREFIX = "kor-cli-worker-"  # actor names: prefix, run id, worker number
+HOLD_ENV = "KOR_CLI_TEST_RAY_HOLD"  # the test hook (module docstring)
+HOLD_SECONDS = 120  # a held batch runs after all if its worker is not killed by then
 
 Rows = list[ExtractResult]
 
@@ -89,6 +98,7 @@ class ExtractWorker:
             self.error = error
         if cpus and not spec.threads and torch.get_num_threads() > cpus:
             torch.set_num_threads(cpus)
+        self.hold_after = _hold_after()
 
     def ready(self) -> tuple[KorError | None, tuple[str, ...]]:
         """The load error (None when loaded) and the extractor's warnings."""
@@ -97,6 +107,9 @@ class ExtractWorker:
     def run(self, records: list[Record]) -> Rows:
         """The rows of `records`, in order, decoded in the worker's one stream alongside
         the other batches it was sent (calls run on the actor's threads)."""
+        first = records[0].line if records else None
+        if self.hold_after is not None and first is not None and first > self.hold_after:
+            threading.Event().wait(HOLD_SECONDS)  # the test hook: until killed
         return self.stream.run(records)
 
 
@@ -149,9 +162,13 @@ class WorkerPool:
     def _start(self) -> None:
         self.started += 1
         name = f"{ACTOR_PREFIX}{self.run_id}-{self.started}"  # as `ray list actors` shows
-        actor = self.remote.options(name=name, max_restarts=0, **self.resources).remote(
-            self.spec, self.cpus
-        )
+        hold = os.environ.get(HOLD_ENV)  # the test hook, passed on; None: no runtime_env
+        actor = self.remote.options(
+            name=name,
+            max_restarts=0,
+            runtime_env={"env_vars": {HOLD_ENV: hold}} if hold else None,
+            **self.resources,
+        ).remote(self.spec, self.cpus)
         slot = _Slot(actor, self.started)
         self.starting[slot.actor.ready.remote()] = slot
 
@@ -246,6 +263,17 @@ class WorkerPool:
         self.live.clear()
         self.starting.clear()
         self.sent.clear()
+
+
+def _hold_after() -> int | None:
+    """The test hook's line N on worker 1 of a run (module docstring); None elsewhere."""
+    value = os.environ.get(HOLD_ENV)
+    if not value:
+        return None
+    import ray
+
+    name = ray.get_runtime_context().get_actor_name() or ""
+    return int(value) if name.startswith(ACTOR_PREFIX) and name.endswith("-1") else None
 
 
 def _first_line(error: BaseException) -> str:
