@@ -56,7 +56,6 @@ from pathlib import Path
 import numpy as np
 
 from kor_cli.grammar.bitmask import bits_set, set_bits
-from kor_cli.grammar.distinct import distinct
 from kor_cli.grammar.frame_cache import frames_path, read_frames, write_frames
 from kor_cli.grammar.frame_chain import literal_frame
 from kor_cli.grammar.frame_escapes import FrameMask, frame_mask, stored_rows
@@ -64,12 +63,12 @@ from kor_cli.grammar.frame_indexes import RuleIndexCache, RuleIndexes, split_bes
 from kor_cli.grammar.frame_next import next_frame
 from kor_cli.grammar.frame_offsets import byte_offsets
 from kor_cli.grammar.frame_returns import decide_returns, read_calls, twin_frame
+from kor_cli.grammar.frame_rows import NO_IDS, ids_of_words, less_rows, offset_rows
 from kor_cli.grammar.frame_walk import Rows, RuleWalker, escape_rows, split_words, walk_state
 from kor_cli.grammar.shared_rules import shared_frame
 from kor_cli.grammar.stacks import CONTEXT, ESCAPES, STAYS, RuleTable, Stacks
 from kor_cli.grammar.string_body import crossing_table, split_body
 from kor_cli.grammar.token_arrays import (
-    WIDTH,
     SortedTokens,
     crossing_candidates,
     sorted_tokens,
@@ -250,8 +249,8 @@ class FrameMasks:
                 candidates &= ~stays
                 ids_array = ids_of_words(candidates, self.info.vocab_size)
             else:
-                ids_array = _NO_IDS
-        rows = [_less(walked, stays, candidates if len(ids_array) else None)] if walked else []
+                ids_array = NO_IDS
+        rows = [less_rows(walked, stays, candidates if len(ids_array) else None)] if walked else []
         if len(ids_array):
             self.candidates += len(ids_array)
             slow = ids_array
@@ -278,7 +277,7 @@ class FrameMasks:
                         slow_rows = decide_returns(
                             self, table, state, ids_array, through, settled, where, stays
                         )
-                rows += _offset_rows(ids_array[settled], where[settled])
+                rows += offset_rows(ids_array[settled], where[settled])
                 slow = ids_array[slow_rows]
                 if len(slow):  # through calls after a byte: the callees' frames tell most
                     decided, slow = read_calls(self, table, state, slow, stays)
@@ -418,73 +417,8 @@ def save_frame_caches() -> None:
 atexit.register(save_frame_caches)
 
 
-def _less(
-    walked: list[tuple[np.ndarray, np.ndarray]],
-    stays: np.ndarray,
-    candidates: np.ndarray | None,
-) -> tuple[np.ndarray, np.ndarray]:
-    """The escape rows the walks found, less the tokens that stay or are candidates (as
-    words; the simulation tells all of their ways)."""
-    tokens = np.concatenate([t for t, _ in walked])
-    offsets = np.concatenate([o for _, o in walked])
-    if len(walked) > 1:  # walks from several states may find one row twice
-        keys = distinct(tokens << 16 | offsets)
-        tokens, offsets = keys >> 16, keys & 0xFFFF
-    keep = ~bits_set(stays, tokens)
-    if candidates is not None:
-        keep &= ~bits_set(candidates, tokens)
-    return tokens[keep], offsets[keep]
-
-
-def _offset_rows(tokens: np.ndarray, where: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
-    """Escape rows of tokens from their offset bits (bit k: escapes before byte k)."""
-    escaping = where.nonzero()[0]  # most candidates only stay or are dead: no bits
-    if not len(escaping):
-        return []
-    tokens, where = tokens[escaping], where[escaping]
-    # bit k of each token's `where` (k = 1..WIDTH-1), offset major: rows by offset, then
-    # tokens in their order (one flat nonzero of bools: a 2-D one of int64 is ~3x slower)
-    size = len(tokens)
-    found = (((where[None, :] >> _OFFSETS[:, None]) & 1).astype(bool).ravel()).nonzero()[0]
-    offsets = found // size
-    return [(tokens[found - offsets * size], _OFFSETS[offsets])]
-
-
-_OFFSETS = np.arange(1, WIDTH, dtype=np.int64)
-
-
 def _words(ids: np.ndarray, words: int) -> np.ndarray:
     """Packed words with the bits of token `ids` set."""
     out = np.zeros(words, dtype="<u4")
     set_bits(out, ids)
     return out
-
-
-_NO_IDS = np.zeros(0, dtype=np.int64)
-
-
-def ids_of_words(words: np.ndarray, vocab_size: int) -> np.ndarray:
-    """The token ids whose bits are set in packed words (only non-zero words unpacked),
-    ascending. Both searches run over bools: numpy's nonzero of a bool array is ~5x faster
-    than of uint32 words or unpacked uint8 bits (4,748 words: ~2.5 us, not ~13). Up to
-    `FEW_WORDS` non-zero words are unpacked in Python (~3 us less than numpy's five calls)."""
-    nonzero = (words != 0).nonzero()[0]
-    if len(nonzero) <= FEW_WORDS:
-        if not len(nonzero):
-            return _NO_IDS
-        found: list[int] = []
-        for index, word in zip(nonzero.tolist(), words[nonzero].tolist(), strict=True):
-            base = index << 5
-            while word:
-                low = word & -word
-                found.append(base | low.bit_length() - 1)
-                word ^= low
-        ids = np.array(found, dtype=np.int64)
-    else:
-        bits = np.unpackbits(words[nonzero].view(np.uint8), bitorder="little").view(bool)
-        bits = bits.nonzero()[0]
-        ids = nonzero[bits >> 5] * 32 + (bits & 31)
-    return ids if ids[-1] < vocab_size else ids[ids < vocab_size]
-
-
-FEW_WORDS = 4  # `ids_of_words` unpacks this many non-zero words in Python
