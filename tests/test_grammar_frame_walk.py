@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from kor_cli.errors import GrammarError
-from kor_cli.grammar import frame_walk, token_arrays
+from kor_cli.grammar import frame_rows, frame_walk, token_arrays
 from kor_cli.grammar.ast import Node, alt, literal, opt, repeat, seq
 from kor_cli.grammar.compile import compile_json_schema
 from kor_cli.grammar.frame_masks import FrameMasks
@@ -184,7 +184,7 @@ def check_splits(
                 assert escape_depth(table, follow, state, sorted_.tokens[position]) == depth
             check_crossing_candidates(sorted_, table, follow, state, candidates)
             words = int(sorted_.ids.max(initial=0)) // 32 + 1
-            got_stays, got_candidates = frame_walk.split_words(sorted_, split, words)
+            got_stays, got_candidates = frame_rows.split_words(sorted_, split, words)
             ids = sorted_.ids
             assert set(np.flatnonzero(unpack(got_stays))) == {int(ids[p]) for p in stays}
             walked = candidates - escaping.keys()

@@ -118,6 +118,25 @@ def frame_mask(
     parts = [(t, o) for t, o in rows if len(t)]
     if not parts:
         return FrameMask(stays, ends, token_bytes=token_bytes)
+    if sum(len(t) for t, _ in parts) < _VECTOR_ROWS:  # few: as lists (~8 numpy calls less)
+        ids: list[int] = []
+        ats: list[int] = []
+        for t, o in parts:
+            ids += t.tolist()
+            ats += o.tolist()
+        bytes_ = [(token_bytes[t] or b"\0")[o] for t, o in zip(ids, ats, strict=True)]
+        escape_bytes = 0
+        for byte in bytes_:
+            escape_bytes |= 1 << byte
+        return FrameMask(
+            stays,
+            ends,
+            np.array(ids, dtype=np.int64),
+            np.array(ats, dtype=np.int64),
+            np.array(bytes_, dtype=np.uint8),
+            token_bytes,
+            escape_bytes,
+        )
     tokens = np.concatenate([t for t, _ in parts]).astype(np.int64, copy=False)
     offsets = np.concatenate([o for _, o in parts]).astype(np.int64, copy=False)
     firsts = _firsts(tokens, offsets, token_bytes, sorted_)

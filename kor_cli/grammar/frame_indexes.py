@@ -19,7 +19,8 @@ from pathlib import Path
 import numpy as np
 
 from kor_cli.grammar.bitmask import set_bits
-from kor_cli.grammar.frame_walk import Rows, RuleWalker, escape_rows, split_words, walk_state
+from kor_cli.grammar.frame_rows import Rows, escape_rows, split_words
+from kor_cli.grammar.frame_walk import RuleWalker, walk_state
 from kor_cli.grammar.free_string import free_body_states
 from kor_cli.grammar.index import TokenIndex
 from kor_cli.grammar.stacks import RuleTable

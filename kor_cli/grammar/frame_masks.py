@@ -63,8 +63,16 @@ from kor_cli.grammar.frame_indexes import RuleIndexCache, RuleIndexes, split_bes
 from kor_cli.grammar.frame_next import next_frame
 from kor_cli.grammar.frame_offsets import byte_offsets
 from kor_cli.grammar.frame_returns import decide_returns, read_calls, twin_frame
-from kor_cli.grammar.frame_rows import NO_IDS, ids_of_words, less_rows, offset_rows
-from kor_cli.grammar.frame_walk import Rows, RuleWalker, escape_rows, split_words, walk_state
+from kor_cli.grammar.frame_rows import (
+    NO_IDS,
+    Rows,
+    escape_rows,
+    ids_of_words,
+    less_rows,
+    offset_rows,
+    split_words,
+)
+from kor_cli.grammar.frame_walk import RuleWalker, walk_state
 from kor_cli.grammar.shared_rules import shared_frame
 from kor_cli.grammar.stacks import CONTEXT, ESCAPES, STAYS, RuleTable, Stacks
 from kor_cli.grammar.string_body import crossing_table, split_body

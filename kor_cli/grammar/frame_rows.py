@@ -1,9 +1,10 @@
 """A frame build's escape rows and candidate ids, in Python where they are few.
 
 A cold frame build (`frame_masks.FrameMasks._build`) turns a handful of rows or words into
-a handful of others: the escapes its walks found less those that stay or are candidates
-(`less_rows`), the offsets of the candidates that end the frame (`offset_rows`), the
-candidates' ids from their words (`ids_of_words`). At a JSON value's start on a 32k
+a handful of others: a pruned walk's split as words (`split_words`) and its escapes as rows
+(`escape_rows`), the escapes less those that stay or are candidates (`less_rows`), the
+offsets of the candidates that end the frame (`offset_rows`), the candidates' ids from
+their words (`ids_of_words`). At a JSON value's start on a 32k
 vocabulary these hold 5-15 tokens, where each numpy call costs 1-5 us cold and a Python
 step ~0.2 us: below `FEW_ROWS` rows they are walked in Python, with the same results (the
 same rows in the same order) as the array forms, which larger inputs keep.
@@ -11,14 +12,20 @@ same rows in the same order) as the array forms, which larger inputs keep.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
-from kor_cli.grammar.bitmask import bits_set
+from kor_cli.grammar.bitmask import bits_set, set_bits
 from kor_cli.grammar.distinct import distinct
-from kor_cli.grammar.token_arrays import WIDTH
+from kor_cli.grammar.token_arrays import WIDTH, SortedTokens
+
+if TYPE_CHECKING:
+    from kor_cli.grammar.frame_walk import Split
 
 FEW_ROWS = 48  # fewer rows are walked in Python
 FEW_WORDS = 16  # `ids_of_words` unpacks this many non-zero words in Python
+_FEW = 16  # fewer tokens read by bytes are set in their words one by one (no ufunc.at)
 NO_IDS = np.zeros(0, dtype=np.int64)
 _OFFSETS = np.arange(1, WIDTH, dtype=np.int64)
 _OFFSET_BITS = (1 << WIDTH) - 2  # `offset_rows`' bits 1..WIDTH-1
@@ -118,3 +125,64 @@ def ids_of_words(words: np.ndarray, vocab_size: int) -> np.ndarray:
         bits = bits.nonzero()[0]
         ids = nonzero[bits >> 5] * 32 + (bits & 31)
     return ids if ids[-1] < vocab_size else ids[ids < vocab_size]
+
+
+Rows = list[tuple[np.ndarray, np.ndarray]]  # escapes as (token ids, offsets) arrays
+
+
+def escape_rows(sorted_: SortedTokens, escapes: list[tuple[int, int, int]]) -> Rows:
+    """A walk's escapes (ranges of the sorted tokens and where they escape) as rows."""
+    ids = sorted_.ids
+    return [(ids[lo:hi], np.full(hi - lo, depth, np.int64)) for lo, hi, depth in escapes]
+
+
+def split_words(
+    sorted_: SortedTokens, split: Split, words: int
+) -> tuple[np.ndarray, np.ndarray | None]:
+    """The packed words of a split's tokens read by bytes, and of its candidates (less
+    those read by bytes; None when it has none)."""
+    ids = sorted_.ids
+    if len(split.stays) <= _FEW:  # a literal's few tokens: no array ops
+        stays = np.zeros(words, dtype="<u4")
+        for position in split.stays:
+            token = int(ids[position])
+            stays[token >> 5] |= 1 << (token & 31)
+    else:
+        stays = _words(ids[np.asarray(split.stays, dtype=np.int64)], words)
+    if sum(hi - lo for lo, hi in split.ranges) + len(split.singles) < FEW_ROWS:
+        return stays, _few_candidates(ids, split, words)
+    parts = [ids[lo:hi] for lo, hi in split.ranges]
+    if split.singles:
+        parts.append(ids[np.asarray(split.singles, dtype=np.int64)])
+    if not parts:
+        return stays, None
+    candidates = _words(np.concatenate(parts), words)
+    candidates &= ~stays
+    return stays, candidates
+
+
+def _few_candidates(ids: np.ndarray, split: Split, words: int) -> np.ndarray | None:
+    """`split_words`' candidates where they are few, by positions (a value's start on a
+    32k vocabulary: ~12, whose array form costs ~8 numpy calls)."""
+    if not split.ranges and not split.singles:
+        return None
+    stays = set(split.stays)  # (positions and ids match one to one)
+    positions = [p for lo, hi in split.ranges for p in range(lo, hi) if p not in stays]
+    positions += [p for p in split.singles if p not in stays]
+    candidates = np.zeros(words, dtype="<u4")
+    if positions:
+        view = memoryview(candidates)
+        for token in ids[np.asarray(positions, dtype=np.int64)].tolist():
+            view[token >> 5] |= 1 << (token & 31)
+    return candidates
+
+
+def _words(ids: np.ndarray, words: int) -> np.ndarray:
+    """Packed words with the bits of token `ids` set."""
+    if len(ids) > 512:  # many: through a bool array (ufunc.at is slow per element)
+        bits = np.zeros(words * 32, dtype=bool)
+        bits[ids] = True
+        return np.packbits(bits, bitorder="little").view("<u4")
+    out = np.zeros(words, dtype="<u4")
+    set_bits(out, ids)
+    return out

@@ -40,7 +40,6 @@ from itertools import pairwise
 
 import numpy as np
 
-from kor_cli.grammar.bitmask import set_bits
 from kor_cli.grammar.stacks import CONTEXT, REACHES_CONTEXT, RuleTable, Stacks
 from kor_cli.grammar.token_arrays import SortedTokens, walk_positions
 
@@ -53,7 +52,6 @@ VECTOR_MAX = 1024  # more: the walk gives up (the caller uses TokenIndex)
 START_LIMIT = 24_000  # at most this many tokens under a start state are walked as arrays
 _ONE = [bytes((b,)) for b in range(256)]
 _CHAIN_MAX = 64  # the longest chain of forced states walked at once (`_walk_forced`)
-_FEW = 16  # fewer tokens read by bytes are set in their words one by one (no ufunc.at)
 Arrays = tuple[np.ndarray, np.ndarray]  # a rule's table, bool [states, 256] of what follows
 
 
@@ -442,46 +440,3 @@ def _ranges_after(
             out.append((first, last))
         lo = last
     return made
-
-
-Rows = list[tuple[np.ndarray, np.ndarray]]  # escapes as (token ids, offsets) arrays
-
-
-def escape_rows(sorted_: SortedTokens, escapes: list[tuple[int, int, int]]) -> Rows:
-    """A walk's escapes (ranges of the sorted tokens and where they escape) as rows."""
-    ids = sorted_.ids
-    return [(ids[lo:hi], np.full(hi - lo, depth, np.int64)) for lo, hi, depth in escapes]
-
-
-def split_words(
-    sorted_: SortedTokens, split: Split, words: int
-) -> tuple[np.ndarray, np.ndarray | None]:
-    """The packed words of a split's tokens read by bytes, and of its candidates (less
-    those read by bytes; None when it has none)."""
-    ids = sorted_.ids
-    if len(split.stays) <= _FEW:  # a literal's few tokens: no array ops
-        stays = np.zeros(words, dtype="<u4")
-        for position in split.stays:
-            token = int(ids[position])
-            stays[token >> 5] |= 1 << (token & 31)
-    else:
-        stays = _words(ids[np.asarray(split.stays, dtype=np.int64)], words)
-    parts = [ids[lo:hi] for lo, hi in split.ranges]
-    if split.singles:
-        parts.append(ids[np.asarray(split.singles, dtype=np.int64)])
-    if not parts:
-        return stays, None
-    candidates = _words(np.concatenate(parts), words)
-    candidates &= ~stays
-    return stays, candidates
-
-
-def _words(ids: np.ndarray, words: int) -> np.ndarray:
-    """Packed words with the bits of token `ids` set."""
-    if len(ids) > 512:  # many: through a bool array (ufunc.at is slow per element)
-        bits = np.zeros(words * 32, dtype=bool)
-        bits[ids] = True
-        return np.packbits(bits, bitorder="little").view("<u4")
-    out = np.zeros(words, dtype="<u4")
-    set_bits(out, ids)
-    return out
