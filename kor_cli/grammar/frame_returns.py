@@ -135,10 +135,12 @@ def decide_returns(
     told = [(token, code) for token, code in outcome.items() if code]
     staying: list[int] = []  # rows that stay
     if told:  # the few tokens a way reads on from the return state (`ids` ascending)
-        rows = np.searchsorted(ids, [token for token, _ in told]).tolist()
-        size = len(ids)
-        for row, (token, code) in zip(rows, told, strict=True):
-            if row == size or ids[row] != token or not open_[row]:
+        listed = ids.tolist()  # (a few dozen: bisected in Python, no numpy scalars)
+        is_open = open_.tolist()
+        size = len(listed)
+        for token, code in told:
+            row = bisect_left(listed, token)
+            if row == size or listed[row] != token or not is_open[row]:
                 continue
             if code > 0:
                 where[row] |= code
