@@ -107,12 +107,12 @@ def _chained(frames: FrameMasks, rule_id: int, table: RuleTable, state: int) -> 
     no token (~26 on Qwen) cost more by `read_calls` than the general build."""
     if state in table.calls or table.accepting[state]:
         return False
-    bits = table.byte_set(state)
-    if not bits or bits.bit_count() > _EDGES:
+    edges = frames._walker(rule_id, table).reads[state]  # (a list: no byte set made)
+    if not edges or len(edges) > _EDGES:
         return False
     flat, final, reads, base = table.flat, table.final, table.reads, state << 8
     same = frames.same_rule(rule_id)
-    for byte in _bytes(bits):
+    for byte in edges:
         at = flat[base | byte]
         if final[at]:
             continue
