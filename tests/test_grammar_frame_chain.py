@@ -1,4 +1,5 @@
-"""frame_chain: the fast frame of a literal's byte equals the frame the general split builds."""
+"""frame_chain: the fast frames (a literal's byte, a string value's body) equal the frames
+the general split builds."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from test_grammar_frame_walk import SCHEMAS, reachable, rules_and_tokens
 from kor_cli.grammar import frame_masks
 from kor_cli.grammar.ast import alt, literal, seq
 from kor_cli.grammar.compile import compile_json_schema
-from kor_cli.grammar.frame_chain import literal_frame
+from kor_cli.grammar.frame_chain import closed_frame, literal_frame
 from kor_cli.grammar.frame_escapes import FrameMask
 from kor_cli.grammar.frame_masks import FrameMasks
 from kor_cli.grammar.fsm import compile_ast
@@ -28,12 +29,15 @@ def _rows(frame: FrameMask) -> list[tuple[int, int, int]]:
     return sorted(rows)
 
 
-def literal_frames_equal(rules: RuleSet, info: TokenizerInfo) -> int:
-    """For every reached (rule, state) with a fast frame, assert it equals the general
-    path's; return how many there were."""
+def literal_frames_equal(rules: RuleSet, info: TokenizerInfo, closed: bool = False) -> int:
+    """For every reached (rule, state) with a fast frame (`closed`: a string value's body,
+    else a literal's), assert it equals the general path's; return how many there were."""
     reached = reachable(rules)
     fast = FrameMasks(Stacks(rules), info)
-    with mock.patch.object(frame_masks, "literal_frame", return_value=None):
+    with (
+        mock.patch.object(frame_masks, "literal_frame", return_value=None),
+        mock.patch.object(frame_masks, "closed_frame", return_value=None),
+    ):
         general = FrameMasks(Stacks(rules), info)
         taken = 0
         for rule_id in reached:
@@ -42,7 +46,10 @@ def literal_frames_equal(rules: RuleSet, info: TokenizerInfo) -> int:
                 if table.final[state]:
                     continue
                 walker = fast._walker(rule_id, table)
-                got = literal_frame(walker, table, state, info, fast.words, fast._calls)
+                if not closed:
+                    got = literal_frame(walker, table, state, info, fast.words, fast._calls)
+                else:
+                    got = closed_frame(walker, table, state, info) if fast._calls else None
                 if got is None:
                     continue
                 taken += 1
@@ -85,3 +92,22 @@ def test_literal_frames(name: str, schema: str, tokenizer_info_factory) -> None:
     )
     taken = literal_frames_equal(compiled.rules, tokenizer_info_factory(name))
     assert taken > (4 if compiled.has_calls else 0)
+
+
+@pytest.mark.parametrize("name", TOKENIZERS)
+def test_closed_string_frames(name: str, tokenizer_info_factory) -> None:
+    # rpc's value strings end the value rule: their body's frame is the tokenizer's, made
+    # at the first and shared (read-only) by the second compile's
+    info = tokenizer_info_factory(name)
+    for _ in range(2):
+        compiled = compile_json_schema(recursive_schema("rpc", closed=True))
+        assert literal_frames_equal(compiled.rules, info, closed=True) == 1
+
+
+def test_closed_string_frames_drawn() -> None:
+    tokens = [b'"', b'a"', b"ab", b'"a', b'a",', b"\\n", b"a\\", b"}", b'"}', None]
+    info = TokenizerInfo(tokens, stop_ids=(9,))
+    schema = {"type": "array", "items": {"anyOf": [{"type": "string"}, {"$ref": "#"}]}}
+    compiled = compile_json_schema(schema)
+    assert compiled.has_calls
+    assert literal_frames_equal(compiled.rules, info, closed=True) >= 1

@@ -22,7 +22,7 @@ from bisect import bisect_left, bisect_right
 import numpy as np
 
 from kor_cli.grammar.frame_escapes import FrameMask, frame_mask
-from kor_cli.grammar.frame_indexes import BODY_READS
+from kor_cli.grammar.frame_indexes import BODY_READS, _free
 from kor_cli.grammar.frame_walk import RuleWalker
 from kor_cli.grammar.index import token_trie
 from kor_cli.grammar.stacks import RuleTable
@@ -158,6 +158,44 @@ def literal_frame(
     present[firsts] = True
     escape_bytes = int.from_bytes(np.packbits(present, bitorder="little").tobytes(), "little")
     return FrameMask(stays, False, escaping, offsets, firsts, info.token_bytes, escape_bytes)
+
+
+def closed_frame(
+    walker: RuleWalker, table: RuleTable, state: int, info: TokenizerInfo
+) -> FrameMask | None:
+    """The frame of a free string's body (`free_string`) whose closing quote leads to a
+    final state (a string value that ends its rule), in a rule set with calls: neither
+    calling nor accepting, it reads by bytes only, so its frame is the general build's of
+    the free tables' closed split (`FreeTokens.split`: stays, no candidates, escape rows
+    at the quote), the same in every such rule of the tokenizer. Its words and rows
+    (read-only; with the rows' bytes and escape bytes) are made once per tokenizer, where
+    each such frame cost ~100 us cold (copies of the split, `_less`, the rows' bytes).
+    None where `state` is no such body."""
+    if walker.follow[state] or state in table.calls or len(walker.reads[state]) < BODY_READS:
+        return None
+    if not table.final[table.flat[state << 8 | _QUOTE]] or not _free(walker, state):
+        return None
+    sorted_ = sorted_tokens(info)
+    free = sorted_.free_strings()[0]
+    made = free.closed_frame
+    if made is None:
+        from kor_cli.grammar.frame_masks import _less  # (it imports this module)
+
+        stays, crossing, rows = free.split(*walker.arrays(), state, walker.finals(), walker.reads)
+        if crossing.any():  # (none: the split's quote leads to a final state)
+            return None
+        rows = [_less(rows, stays, None)] if rows else []
+        frame = frame_mask(stays, False, info.token_bytes, rows, sorted_)
+        for array in (frame.stays, frame.tokens, frame.offsets, frame.firsts):
+            array.flags.writeable = False
+        made = free.closed_frame = frame
+    return FrameMask(
+        made.stays, False, made.tokens, made.offsets, made.firsts,
+        info.token_bytes, made.escape_bytes,
+    )  # fmt: skip
+
+
+_QUOTE = ord('"')
 
 
 def _after(text: bytes) -> bytes:

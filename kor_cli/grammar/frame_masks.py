@@ -57,7 +57,7 @@ import numpy as np
 
 from kor_cli.grammar.bitmask import bits_set, set_bits
 from kor_cli.grammar.frame_cache import frames_path, read_frames, write_frames
-from kor_cli.grammar.frame_chain import literal_frame
+from kor_cli.grammar.frame_chain import closed_frame, literal_frame
 from kor_cli.grammar.frame_escapes import FrameMask, frame_mask, stored_rows
 from kor_cli.grammar.frame_indexes import RuleIndexCache, RuleIndexes, split_beside
 from kor_cli.grammar.frame_next import next_frame
@@ -208,6 +208,8 @@ class FrameMasks:
             return frame_mask(np.zeros(self.words, dtype="<u4"), bool(state), token_bytes)
         walker = self._walker(rule_id, table)  # a literal's byte: compile's fast path
         literal = literal_frame(walker, table, state, self.info, self.words, self._calls)
+        if literal is None and self._calls:  # a string value's body: the tokenizer's
+            literal = closed_frame(walker, table, state, self.info)
         if literal is not None:
             return literal
         if self._calls:  # an array's `[`: from the state after its `,`

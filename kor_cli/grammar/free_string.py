@@ -189,6 +189,7 @@ class FreeTokens:
         self._closed = self._made(b"", ending=True)
         self._keyed = self._made(b":", ending=False)
         self._closed_rows: tuple[np.ndarray, np.ndarray, dict[int, Any]] | None = None
+        self.closed_frame: Any = None  # `frame_chain.closed_frame`'s (a FrameMask)
 
     def closed_rows(self) -> tuple[np.ndarray, np.ndarray, dict[int, Any]]:
         """The escape rows of a free string whose quote ends its rule (`_closed`: a string
