@@ -49,32 +49,30 @@ class _TrieReads:
         self.same: dict[int, list[int]] = {}
         for first, other in zip(trie.same_as.tolist(), trie.same_ids.tolist(), strict=True):
             self.same.setdefault(first, []).append(other)
-        # by text: the tokens that spell it and go on (sorted order), as a frame's escape
-        # rows after it (ids, offsets, the bytes there; read-only) and those bytes' bits
-        self.going_on: dict[bytes, _Rows] = {}
+        # by byte b: the tokens whose first byte is b and that go on (sorted order), as a
+        # frame's escape rows after b (ids, offsets 1, the bytes there; read-only) and
+        # those bytes' bits: a table of at most 256 entries, the tokenizer's
+        self.going_on: dict[int, _Rows] = {}
 
-    def escaping(self, text: bytes, info: TokenizerInfo) -> _Rows | None:
-        """`going_on` of `text` (made on first use: the tokenizer's, the same in every
-        grammar: `}` runs past the end of an object in rpc's rules 0 and 1 and its value
-        start), None where it is `WIDTH` bytes or longer (the padded matrix ends there)."""
-        found = self.going_on.get(text)
+    def escaping(self, byte: int, info: TokenizerInfo) -> _Rows:
+        """`going_on` of `byte` (made on first use; the same in every grammar: `}` runs
+        past the end of an object in rpc's rules 0 and 1 and its value start)."""
+        found = self.going_on.get(byte)
         if found is None:
-            depth = len(text)
-            if depth >= WIDTH:
-                return None
             sorted_ = sorted_tokens(info)
             tokens, ids = sorted_.tokens, sorted_.ids
+            text = _ONE[byte]
             lo = bisect_right(tokens, text)
             hi = bisect_left(tokens, _after(text), lo)
             escaping = ids[lo:hi].copy()
-            offsets = np.full(hi - lo, depth, np.int64)
-            firsts = sorted_.matrix()[1][lo:hi, depth].copy()
+            offsets = np.ones(hi - lo, np.int64)
+            firsts = sorted_.matrix()[1][lo:hi, 1].copy()
             present = np.zeros(256, dtype=bool)
             present[firsts] = True
             bits = int.from_bytes(np.packbits(present, bitorder="little").tobytes(), "little")
             for array in (escaping, offsets, firsts):
                 array.flags.writeable = False
-            found = self.going_on[text] = escaping, offsets, firsts, bits
+            found = self.going_on[byte] = escaping, offsets, firsts, bits
         return found
 
 
@@ -168,9 +166,9 @@ def literal_frame(
         stays[token >> 5] |= 1 << (token & 31)
     if not ending or not calls:  # a rule set without calls: nothing reads on past a final state
         return FrameMask(stays, False, token_bytes=info.token_bytes)
-    rows = [trie.escaping(text, info) for text in ending]  # the tokenizer's, by text
-    if all(row is not None for row in rows):
-        rows = [row for row in rows if row is not None and len(row[0])]
+    if all(len(text) == 1 for text in ending):  # the tokenizer's rows, by byte
+        rows = [trie.escaping(text[0], info) for text in ending]
+        rows = [row for row in rows if len(row[0])]
         if not rows:
             return FrameMask(stays, False, token_bytes=info.token_bytes)
         escaping, offsets, firsts, escape_bytes = rows[0]
@@ -179,14 +177,25 @@ def literal_frame(
             for row in rows[1:]:
                 escape_bytes |= row[3]
         return FrameMask(stays, False, escaping, offsets, firsts, info.token_bytes, escape_bytes)
-    sorted_ = sorted_tokens(info)  # a text past the padded matrix: its bytes one by one
-    tokens, ids = sorted_.tokens, sorted_.ids
+    sorted_ = sorted_tokens(info)
+    tokens, ids, matrix = sorted_.tokens, sorted_.ids, sorted_.matrix()[1]
     spans = []
     for text in ending:  # the tokens that spell `text` and go on (sorted positions)
         lo = bisect_right(tokens, text)
         spans.append((lo, bisect_left(tokens, _after(text), lo), len(text)))
-    rows = [(ids[lo:hi], np.full(hi - lo, depth, np.int64)) for lo, hi, depth in spans]
-    return frame_mask(stays, False, info.token_bytes, rows, sorted_)
+    if all(lo == hi for lo, hi, _ in spans):
+        return FrameMask(stays, False, token_bytes=info.token_bytes)
+    if any(depth >= WIDTH for _, _, depth in spans):
+        rows = [(ids[lo:hi], np.full(hi - lo, depth, np.int64)) for lo, hi, depth in spans]
+        return frame_mask(stays, False, info.token_bytes, rows, sorted_)
+    # `frame_mask`'s escape rows, with the bytes at the offsets read off the matrix by range
+    escaping = np.concatenate([ids[lo:hi] for lo, hi, _ in spans])
+    offsets = np.concatenate([np.full(hi - lo, depth, np.int64) for lo, hi, depth in spans])
+    firsts = np.concatenate([matrix[lo:hi, depth] for lo, hi, depth in spans])
+    present = np.zeros(256, dtype=bool)
+    present[firsts] = True
+    escape_bytes = int.from_bytes(np.packbits(present, bitorder="little").tobytes(), "little")
+    return FrameMask(stays, False, escaping, offsets, firsts, info.token_bytes, escape_bytes)
 
 
 def closed_frame(
