@@ -13,7 +13,7 @@ from test_grammar_frame_walk import SCHEMAS, reachable, rules_and_tokens
 from kor_cli.grammar import frame_masks
 from kor_cli.grammar.ast import alt, literal, seq
 from kor_cli.grammar.compile import compile_json_schema
-from kor_cli.grammar.frame_chain import closed_frame, literal_frame
+from kor_cli.grammar.frame_chain import closed_frame, literal_frame, shared_groups
 from kor_cli.grammar.frame_escapes import FrameMask
 from kor_cli.grammar.frame_masks import FrameMasks
 from kor_cli.grammar.fsm import compile_ast
@@ -111,3 +111,27 @@ def test_closed_string_frames_drawn() -> None:
     compiled = compile_json_schema(schema)
     assert compiled.has_calls
     assert literal_frames_equal(compiled.rules, info, closed=True) >= 1
+
+
+@pytest.mark.parametrize("name", TOKENIZERS)
+def test_rows_past_a_byte_are_the_tokenizers(name: str, tokenizer_info_factory) -> None:
+    # the tokens that go on past `}` are one row set per tokenizer, shared by every literal
+    # frame that ends there (in any grammar), and told by identity for pushdown's groups
+    info = tokenizer_info_factory(name)
+    found: list[list[np.ndarray]] = []
+    for _ in range(2):
+        found.append([])
+        rules = compile_json_schema(recursive_schema("rpc", closed=True)).rules
+        frames = FrameMasks(Stacks(rules), info)
+        for rule_id in reachable(rules):
+            table = frames.stacks.table(rule_id)
+            for state in range(1, len(table.table)):
+                frame = frames.get(rule_id, state)
+                if shared_groups(frame) is not None and frame.offsets.max(initial=0) == 1:
+                    found[-1].append(frame.tokens)
+    assert found[0] and {id(a) for a in found[0]} == {id(a) for a in found[1]}  # the same
+    tokens = found[1][0]
+    assert len(tokens) and not tokens.flags.writeable
+    words = np.zeros((info.vocab_size + 31) // 32, "<u4")
+    copied = FrameMask(words, False, tokens.copy(), np.ones(len(tokens), np.int64))
+    assert shared_groups(copied) is None  # equal rows, not the tokenizer's: no memo

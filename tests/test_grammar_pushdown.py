@@ -488,7 +488,7 @@ def _rule_masks_come_back(tmp_path: Path) -> None:
 def test_a_string_values_escape_groups_are_kept_per_tokenizer(
     name: str, tokenizer_info_factory
 ) -> None:
-    # a frame whose escapes are a string value's (`FreeTokens.closed_rows`): its groups by
+    # a frame whose escapes are a string value's (`frame_chain.shared_groups`): its groups by
     # second byte equal `_by_second`'s, and a second grammar's such frame reads the first's
     info = tokenizer_info_factory(name)
     value = {"anyOf": [{"type": "array", "items": {"$ref": "#/$defs/v"}}, {"type": "string"}]}

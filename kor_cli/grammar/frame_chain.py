@@ -18,6 +18,7 @@ general split.
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
+from typing import Any
 
 import numpy as np
 
@@ -73,9 +74,31 @@ class _TrieReads:
             for array in (escaping, offsets, firsts):
                 array.flags.writeable = False
             found = self.going_on[byte] = escaping, offsets, firsts, bits
+            _share(escaping, offsets)
         return found
 
 
+def shared_groups(frame: FrameMask) -> dict[int, Any] | None:
+    """A memo for what readers find in `frame`'s escape rows (pushdown's groups by second
+    byte, by byte) where those rows are the tokenizer's own arrays (a `_TrieReads.escaping`
+    row set or `closed_frame`'s, told by identity): the same for every frame that holds
+    them, in any grammar. None for other rows."""
+    found = _GROUPS.get(id(frame.tokens))
+    if found is None or found[0] is not frame.tokens or found[1] is not frame.offsets:
+        return None
+    return found[2]
+
+
+def _share(tokens: np.ndarray, offsets: np.ndarray) -> None:
+    if len(_GROUPS) >= _MAX_GROUPS:
+        del _GROUPS[next(iter(_GROUPS))]
+    _GROUPS[id(tokens)] = tokens, offsets, {}
+
+
+# by id of a token array of read-only escape rows the tokenizer's tables hold (held by the
+# value: its id is not reused while it is here): the rows' offsets and `shared_groups`' memo
+_GROUPS: dict[int, tuple[np.ndarray, np.ndarray, dict[int, Any]]] = {}
+_MAX_GROUPS = 1024
 _READS: dict[int, _TrieReads] = {}  # by id of the trie (held by the value)
 _MAX_TRIES = 4
 _LAST: list[tuple[TokenizerInfo, _TrieReads]] = []  # the latest tokenizer asked for
@@ -227,6 +250,7 @@ def closed_frame(
         for array in (frame.stays, frame.tokens, frame.offsets, frame.firsts):
             array.flags.writeable = False
         made = free.closed_frame = frame
+        _share(frame.tokens, frame.offsets)
     return FrameMask(
         made.stays, False, made.tokens, made.offsets, made.firsts,
         info.token_bytes, made.escape_bytes,

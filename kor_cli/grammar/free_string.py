@@ -188,20 +188,7 @@ class FreeTokens:
         # once here, as the splits of small tables of those shapes
         self._closed = self._made(b"", ending=True)
         self._keyed = self._made(b":", ending=False)
-        self._closed_rows: tuple[np.ndarray, np.ndarray, dict[int, Any]] | None = None
         self.closed_frame: Any = None  # `frame_chain.closed_frame`'s (a FrameMask)
-
-    def closed_rows(self) -> tuple[np.ndarray, np.ndarray, dict[int, Any]]:
-        """The escape rows of a free string whose quote ends its rule (`_closed`: a string
-        value's `",`), as a frame holds them (token ids, offsets, concatenated), and a memo
-        for what its readers find in them (pushdown's groups by second byte, by byte: the
-        same for every such frame of the tokenizer)."""
-        if self._closed_rows is None:
-            rows = [row for row in self._closed[2] if len(row[0])]
-            tokens = np.concatenate([t for t, _ in rows] or [np.zeros(0, np.int64)])
-            offsets = np.concatenate([o for _, o in rows] or [np.zeros(0, np.int64)])
-            self._closed_rows = tokens.astype(np.int64), offsets.astype(np.int64), {}
-        return self._closed_rows
 
     def _made(self, after: bytes, ending: bool) -> Split:
         """The split from body state 1 of a table where the quote leads along `after` to
