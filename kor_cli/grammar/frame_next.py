@@ -19,6 +19,7 @@ import numpy as np
 
 from kor_cli.grammar.bitmask import bits_set, set_bits
 from kor_cli.grammar.distinct import distinct
+from kor_cli.grammar.frame_chain import _reads
 from kor_cli.grammar.frame_escapes import FrameMask
 from kor_cli.grammar.frame_returns import read_calls
 from kor_cli.grammar.stacks import RuleTable
@@ -44,17 +45,22 @@ def next_frame(frames: FrameMasks, rule_id: int, table: RuleTable, state: int) -
     offsets: list[np.ndarray] = []
     firsts: list[np.ndarray] = []
     open_: list[np.ndarray] = []  # tokens whose rest is no token
+    loose: list[np.ndarray] = []  # the escape bytes not in `escape_bytes` yet
+    escape_bytes = 0
     for byte in _bytes(table.byte_set(state)):
         set_bits(stays, alone[bounds[byte] : bounds[byte + 1]])
         lo, hi = starts[byte] + bounds[byte + 1] - bounds[byte], starts[byte + 1]
         if lo >= hi:
             continue
-        longer, at = ids[lo:hi], int(flat[base | byte])
+        at = int(flat[base | byte])
         if final[at]:  # the frame ends after the byte: every longer token escapes there
-            tokens.append(longer)
-            offsets.append(np.ones(hi - lo, dtype=np.int64))
-            firsts.append(padded[lo:hi, 1])
+            rows = _reads(frames.info).escaping(byte, frames.info)  # (the tokenizer's)
+            tokens.append(rows[0])
+            offsets.append(rows[1])
+            firsts.append(rows[2])
+            escape_bytes |= rows[3]
             continue
+        longer = ids[lo:hi]
         inner = frames.get(rule_id, at)
         rest = tails(sorted_, byte)
         known = rest >= 0
@@ -67,12 +73,14 @@ def next_frame(frames: FrameMasks, rule_id: int, table: RuleTable, state: int) -
             tokens.append(longer[left])
             offsets.append(np.ones(int(left.sum()), dtype=np.int64))
             firsts.append(padded[lo:hi, 1][left])
+            loose.append(firsts[-1])
         if len(inner.tokens):
-            rows = _shifted(inner, longer[left], rest_ids[left])
-            if rows is not None:
-                tokens.append(rows[0])
-                offsets.append(rows[1])
-                firsts.append(rows[2])
+            shifted = _shifted(inner, longer[left], rest_ids[left])
+            if shifted is not None:
+                tokens.append(shifted[0])
+                offsets.append(shifted[1])
+                firsts.append(shifted[2])
+                loose.append(firsts[-1])
     undecided = np.concatenate(open_) if open_ else _NONE
     if len(undecided):
         decided, slow = read_calls(frames, table, state, undecided, stays)
@@ -82,12 +90,13 @@ def next_frame(frames: FrameMasks, rule_id: int, table: RuleTable, state: int) -
                 tokens.append(found)
                 offsets.append(where)
                 firsts.append(_bytes_at(frames, found, where))
+                loose.append(firsts[-1])
     if not tokens:
         return FrameMask(stays, False, token_bytes=frames.info.token_bytes)
     every_first = np.concatenate(firsts).astype(np.uint8, copy=False)
-    escape_bytes = 0
-    for byte in distinct(every_first).tolist():
-        escape_bytes |= 1 << byte
+    if loose:
+        for byte in distinct(np.concatenate(loose)).tolist():
+            escape_bytes |= 1 << byte
     return FrameMask(
         stays,
         False,
