@@ -64,25 +64,25 @@ def substitute(
             return done
         out: Node
         kind = type(n)
-        if kind is Seq or kind is Alt:  # byte leaves (most items) kept without a visit
+        if kind is Seq or kind is Alt:  # leaves (most items) kept without a visit
             items = n.items
             for k, x in enumerate(items):
-                if type(x) is not Bytes and visit(x) is not x:  # a changed item: rebuild
-                    rest = [y if type(y) is Bytes else visit(y) for y in items[k:]]
+                if type(x) not in _LEAVES and visit(x) is not x:  # a changed item: rebuild
+                    rest = [y if type(y) in _LEAVES else visit(y) for y in items[k:]]
                     items = [*items[:k], *rest]
                     out = seq(*items) if kind is Seq else alt(*items)
                     break
             else:
                 out = n
-        elif isinstance(n, Call):
+        elif kind is Call:
             out = leaf(n)
-        elif isinstance(n, Repeat):
+        elif kind is Repeat:
             item, sep = visit(n.item), None if n.sep is None else visit(n.sep)
             same = item is n.item and sep is n.sep
             out = n if same else repeat(item, n.min, n.max, sep)
-        elif isinstance(n, Join):
+        elif kind is Join:
             out = _join_of(n, [(visit(x), r) for x, r in n.items], visit)
-        elif isinstance(n, Product) and settled:
+        elif kind is Product and settled:
             out = settled.get(id(n), n)
         else:
             out = n
@@ -90,6 +90,9 @@ def substitute(
         return out
 
     return visit(node)
+
+
+_LEAVES = frozenset([Bytes, Automaton])  # no calls, never replaced
 
 
 def _join_of(n: Join, items: Sequence[tuple[Node, bool]], visit: Callable[[Node], Node]) -> Node:
