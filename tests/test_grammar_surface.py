@@ -111,6 +111,34 @@ def test_fill_writes_the_exact_mask_into_the_chosen_row(person: GrammarMatcher) 
         written += piece
 
 
+@pytest.mark.parametrize("words", [1, 5])
+def test_fill_cuts_pads_or_refuses_a_bitmask_of_another_shape(words: int) -> None:
+    # the usual fill is one numpy assignment that checks the row's width itself; a row of
+    # another width is cut or zero-padded, a one-word mask is not spread over a wider row,
+    # and other dtypes, ndims and read-only arrays are refused
+    vocab: list[bytes | None] = [bytes([b]) for b in range(32, 31 + 32 * words)] + [None]
+    info = TokenizerInfo(vocab, stop_ids=[len(vocab) - 1])
+    matcher = GrammarMatcher(compile_grammar(compile_regex("[0-9 ~]+"), info))
+    exact = allocate_token_bitmask(1, len(vocab))
+    matcher.fill_next_token_bitmask(exact)
+    assert exact.shape == (1, words) and exact.any()
+    for width in (words - 1, words + 2):
+        bitmask = np.full((2, width), -1, dtype=np.int32)
+        matcher.fill_next_token_bitmask(bitmask, 1)
+        n = min(width, words)
+        assert (bitmask[1, :n] == exact[0, :n]).all() and not bitmask[1, n:].any()
+        assert (bitmask[0] == -1).all()
+    for wrong in (np.zeros((2, words), np.int64), np.zeros(words, np.int32)):
+        with pytest.raises(ValueError, match="int32 \\[batch, words\\]"):
+            matcher.fill_next_token_bitmask(wrong)
+    with pytest.raises(ValueError, match="int32 \\[batch, words\\]"):
+        matcher.fill_next_token_bitmask(np.zeros((2, 1, words), np.int32))
+    frozen = np.zeros((1, words), np.int32)
+    frozen.flags.writeable = False
+    with pytest.raises(ValueError, match="read-only"):
+        matcher.fill_next_token_bitmask(frozen)
+
+
 def test_a_stopped_matcher_allows_nothing_and_terminates(person: GrammarMatcher) -> None:
     assert person.accept_bytes(b'{"name": "x", "age": 7')
     assert not person.is_accepting and not person.is_terminated()

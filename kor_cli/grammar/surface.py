@@ -291,13 +291,15 @@ def cached_grammar(
 class GrammarMatcher:
     """One request's position in a compiled grammar (the contract: module docstring)."""
 
-    __slots__ = ("_engine", "_row", "_width", "compiled")
+    __slots__ = ("_engine", "_ndim", "_row", "compiled")
 
     def __init__(self, compiled: CompiledGrammar) -> None:
         self.compiled = compiled
         self._engine = compiled.new_matcher()
         self._row = self._engine.row_words  # bound once: a step's fill calls it
-        self._width = compiled.words  # int32 words per bitmask row
+        # the fill's one assignment takes a bitmask of this ndim: 2, or none (-1) where a
+        # row is one word, which numpy would spread over a wider row instead of refusing
+        self._ndim = 2 if compiled.words > 1 else -1
 
     def accept_token(self, token_id: int) -> bool:
         return self._engine.accept_token(token_id)
@@ -307,10 +309,13 @@ class GrammarMatcher:
 
     def fill_next_token_bitmask(self, bitmask: Any, row: int = 0) -> None:
         words = self._row()
-        if bitmask.dtype is _INT32 and bitmask.ndim == 2 and bitmask.shape[1] == self._width:
-            bitmask[row] = words  # the usual case: int32 numpy [B, W], one assignment
-        else:
-            write_row(as_numpy_bitmask(bitmask), row, words)
+        if bitmask.dtype is _INT32 and bitmask.ndim == self._ndim:
+            try:  # the usual case, int32 numpy [B, W]: one assignment, which checks the
+                bitmask[row] = words  # width itself (~0.1 us less than reading the shape)
+                return
+            except ValueError:
+                pass  # another width (cut or padded below) or a read-only array (refused)
+        write_row(as_numpy_bitmask(bitmask), row, words)
 
     def state_key(self) -> Hashable:
         return self._engine.state_key()
