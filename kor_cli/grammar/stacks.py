@@ -198,8 +198,14 @@ class Stacks:
     def walk(self, config: Iterable[int], data: bytes) -> Config:
         """The configuration after reading `data` (empty: it cannot be read)."""
         current = frozenset(config)
+        steps = self._steps
         for byte in data:
-            current = self.step_config(current, byte)
+            if len(current) == 1:  # `step_config` and `step`'s cache read inline: a token's
+                (only,) = current  # walk, a decode step's accept, makes two calls less a byte
+                found = steps.get(only << 8 | byte)
+                current = self.step(only, byte) if found is None else found
+            else:
+                current = self.step_config(current, byte)
             if not current:
                 break
         return current
