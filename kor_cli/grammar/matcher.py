@@ -23,17 +23,15 @@ class HistoryMatcher(Generic[State]):
     rollback, reset and the stop flag; an engine says how a state advances. A falsy state
     is dead: the step is refused and nothing changes."""
 
-    def __init__(self, start: State) -> None:
+    def __init__(self, start: State, stop_ids: frozenset[int]) -> None:
         self._history: list[State] = [start]
         self._finished = False
+        self._stop_ids = stop_ids  # accepting one finishes the matcher (a set read a step)
 
     def _next_token(self, state: State, token_id: int) -> State:
         raise NotImplementedError
 
     def _walk(self, state: State, data: bytes) -> State:
-        raise NotImplementedError
-
-    def _is_stop(self, token_id: int) -> bool:
         raise NotImplementedError
 
     @property
@@ -54,7 +52,7 @@ class HistoryMatcher(Generic[State]):
         if not nxt:
             return False
         self._history.append(nxt)
-        if self._is_stop(token_id):
+        if token_id in self._stop_ids:
             self._finished = True
         return True
 
@@ -88,7 +86,7 @@ class GrammarMatcher(HistoryMatcher[int]):
     def __init__(self, index: TokenIndex) -> None:
         if not index.start:
             raise ValueError("the grammar's start state is dead: it accepts nothing")
-        super().__init__(index.start)
+        super().__init__(index.start, index._stop_set)
         self.index = index
 
     def _next_token(self, state: int, token_id: int) -> int:
@@ -96,9 +94,6 @@ class GrammarMatcher(HistoryMatcher[int]):
 
     def _walk(self, state: int, data: bytes) -> int:
         return self.index.walk_bytes(state, data)
-
-    def _is_stop(self, token_id: int) -> bool:
-        return self.index.is_stop(token_id)
 
     @property
     def state(self) -> int:

@@ -265,7 +265,10 @@ class PushdownGrammar:
         if not 0 <= token_id < self.vocab_size:
             return frozenset()
         data = self.info.token_bytes[token_id]
-        return self.bounded(self.stacks.walk(config, data)) if data else frozenset()
+        if not data:
+            return frozenset()
+        found = self.stacks.walk(config, data)
+        return found if len(found) <= MAX_STACKS else self.bounded(found)  # (a call less)
 
     def walk(self, config: Config, data: bytes) -> Config:
         """The configuration after the bytes `data` (empty: not allowed), bounded."""
@@ -315,7 +318,7 @@ class PushdownMatcher(HistoryMatcher[Config]):
     def __init__(self, grammar: PushdownGrammar) -> None:
         if grammar.dead:
             raise ValueError("the grammar's start state is dead: it accepts nothing")
-        super().__init__(grammar.start)
+        super().__init__(grammar.start, grammar._stops)
         self.grammar = grammar
 
     def _next_token(self, state: Config, token_id: int) -> Config:
@@ -323,9 +326,6 @@ class PushdownMatcher(HistoryMatcher[Config]):
 
     def _walk(self, state: Config, data: bytes) -> Config:
         return self.grammar.walk(state, data)
-
-    def _is_stop(self, token_id: int) -> bool:
-        return self.grammar.is_stop(token_id)
 
     @property
     def config(self) -> Config:
