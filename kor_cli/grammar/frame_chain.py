@@ -24,6 +24,7 @@ import numpy as np
 
 from kor_cli.grammar.frame_escapes import FrameMask, frame_mask
 from kor_cli.grammar.frame_indexes import BODY_READS, _free
+from kor_cli.grammar.frame_rows import less_rows
 from kor_cli.grammar.frame_walk import RuleWalker
 from kor_cli.grammar.index import token_trie
 from kor_cli.grammar.stacks import RuleTable
@@ -230,7 +231,7 @@ def closed_frame(
     the free tables' closed split (`FreeTokens.split`: stays, no candidates, escape rows
     at the quote), the same in every such rule of the tokenizer. Its words and rows
     (read-only; with the rows' bytes and escape bytes) are made once per tokenizer, where
-    each such frame cost ~100 us cold (copies of the split, `_less`, the rows' bytes).
+    each such frame cost ~100 us cold (copies of the split, `less_rows`, the rows' bytes).
     None where `state` is no such body."""
     if walker.follow[state] or state in table.calls or len(walker.reads[state]) < BODY_READS:
         return None
@@ -240,12 +241,10 @@ def closed_frame(
     free = sorted_.free_strings()[0]
     made = free.closed_frame
     if made is None:
-        from kor_cli.grammar.frame_masks import _less  # (it imports this module)
-
         stays, crossing, rows = free.split(*walker.arrays(), state, walker.finals(), walker.reads)
         if crossing.any():  # (none: the split's quote leads to a final state)
             return None
-        rows = [_less(rows, stays, None)] if rows else []
+        rows = [less_rows(rows, stays, None)] if rows else []
         frame = frame_mask(stays, False, info.token_bytes, rows, sorted_)
         for array in (frame.stays, frame.tokens, frame.offsets, frame.firsts):
             array.flags.writeable = False
