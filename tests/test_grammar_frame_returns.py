@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_grammar_frame_walk import ALPHABET, reachable, rules_and_tokens
 
-from kor_cli.grammar import frame_masks, frame_offsets
+from kor_cli.grammar import frame_masks, frame_offsets, frame_returns
 from kor_cli.grammar.ast import alt, literal, repeat, seq
 from kor_cli.grammar.compile import compile_json_schema
 from kor_cli.grammar.frame_masks import FrameMasks
@@ -210,6 +210,17 @@ def frames_with_and_without_twins(rules: RuleSet, info: TokenizerInfo, rule_ids:
 def test_twin_frames_equal_the_built_ones_on_drawn_rules(drawn) -> None:
     rules, token_bytes = drawn
     frames_with_and_without_twins(rules, TokenizerInfo(token_bytes), reachable(rules))
+
+
+@pytest.mark.parametrize("few", [0, 64])
+def test_twin_frames_equal_the_built_ones_on_mistral_rpc(few: int, tokenizer_info_factory) -> None:
+    # rpc's `[` on mistral-sp: 32 tokens go on past `]` (read in Python below 64; `few` 0:
+    # by the array form)
+    rules = schema_rules("rpc")
+    info = tokenizer_info_factory("mistral-sp")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(frame_returns, "_FEW_LONGER", few)
+        assert frames_with_and_without_twins(rules, info, rules.reachable_rules()) > 0
 
 
 @pytest.mark.parametrize("schema", ["tree", "rpc", "reviews"])
