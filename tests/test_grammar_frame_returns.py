@@ -18,7 +18,7 @@ from kor_cli.grammar.ast import alt, literal, repeat, seq
 from kor_cli.grammar.compile import compile_json_schema
 from kor_cli.grammar.frame_masks import FrameMasks
 from kor_cli.grammar.frame_offsets import byte_offsets
-from kor_cli.grammar.frame_returns import decide_returns, read_calls, twin_frame
+from kor_cli.grammar.frame_returns import called_rows, decide_returns, read_calls, twin_frame
 from kor_cli.grammar.fsm import compile_ast
 from kor_cli.grammar.rules import RuleSet, call
 from kor_cli.grammar.stacks import Stacks
@@ -46,7 +46,8 @@ def frames_both_ways(rules: RuleSet, info: TokenizerInfo, rule_ids: list[int]) -
         decided += int((through & ~slow).sum())
         return slow
 
-    assert_frames_equal(rules, info, rule_ids, "decide_returns", counting, simulate_all)
+    with mock.patch.object(frame_masks, "FEW_CALLED", 0):  # no call state read as lists
+        assert_frames_equal(rules, info, rule_ids, "decide_returns", counting, simulate_all)
     return decided
 
 
@@ -85,6 +86,39 @@ def schema_rules(schema: str) -> RuleSet:
 def test_returns_decide_as_the_simulation_on_drawn_rules(drawn) -> None:
     rules, token_bytes = drawn
     frames_both_ways(rules, TokenizerInfo(token_bytes), reachable(rules))
+
+
+def frames_with_and_without_lists(rules: RuleSet, info: TokenizerInfo, rule_ids: list[int]) -> int:
+    """Build every frame of `rule_ids` with the call states that read no byte read as lists
+    (`called_rows`, whatever their count) and by arrays (`decide_returns`), assert them
+    equal and return how many candidates the lists read."""
+    read = 0
+
+    def counting(frames, table, state, ids, stays):
+        nonlocal read
+        read += len(ids)
+        return called_rows(frames, table, state, ids, stays)
+
+    with mock.patch.object(frame_masks, "called_rows", counting):
+        assert_frames_equal(rules, info, rule_ids, "FEW_CALLED", 1 << 30, 0)
+    return read
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(rules_and_tokens())
+def test_call_states_as_lists_equal_the_arrays_on_drawn_rules(drawn) -> None:
+    rules, token_bytes = drawn
+    frames_with_and_without_lists(rules, TokenizerInfo(token_bytes), reachable(rules))
+
+
+@pytest.mark.parametrize("tokenizer", ["qwen", "mistral-sp"])
+def test_call_states_as_lists_equal_the_arrays_on_rpc(
+    tokenizer: str, tokenizer_info_factory
+) -> None:
+    # rpc's array and object items: 72 (Qwen) and 10 (mistral-sp) candidates a state
+    rules = schema_rules("rpc")
+    info = tokenizer_info_factory(tokenizer)
+    assert frames_with_and_without_lists(rules, info, rules.reachable_rules()) > 0
 
 
 @pytest.mark.parametrize("schema", ["tree", "rpc", "ui", "reviews"])

@@ -62,7 +62,7 @@ from kor_cli.grammar.frame_escapes import FrameMask, frame_mask, stored_rows
 from kor_cli.grammar.frame_indexes import RuleIndexCache, RuleIndexes, split_beside
 from kor_cli.grammar.frame_next import next_frame
 from kor_cli.grammar.frame_offsets import byte_offsets
-from kor_cli.grammar.frame_returns import decide_returns, read_calls, twin_frame
+from kor_cli.grammar.frame_returns import called_rows, decide_returns, read_calls, twin_frame
 from kor_cli.grammar.frame_rows import (
     NO_IDS,
     Rows,
@@ -244,9 +244,12 @@ class FrameMasks:
         assert stays is not None  # `here` holds `state`
         called: np.ndarray | None = None  # the callees' escaping tokens, as words
         through: np.ndarray | None = None  # which candidates those are (None: none)
+        few_called = False  # a call state that reads no byte, its candidates read as lists
         if candidates is None and len(extra) == 1:  # a call state that reads no byte: the
             ids_array = extra[0][~bits_set(stays, extra[0])]  # callee's escapes (no word scan)
-            through = np.ones(len(ids_array), dtype=bool)
+            few_called = len(ids_array) < FEW_CALLED and not table.reads[state]
+            if not few_called:
+                through = np.ones(len(ids_array), dtype=bool)
             if walked:
                 candidates = _words(ids_array, self.words)
         else:
@@ -264,7 +267,13 @@ class FrameMasks:
         if len(ids_array):
             self.candidates += len(ids_array)
             slow = ids_array
-            if len(here) == 1:  # most candidates only end the frame: no simulation needed
+            if len(here) == 1 and few_called:
+                found, slow = called_rows(self, table, state, ids_array, stays)
+                rows += found
+                if len(slow):
+                    decided, slow = read_calls(self, table, state, slow, stays)
+                    rows.append(decided)
+            elif len(here) == 1:  # most candidates only end the frame: no simulation needed
                 if table.reads[state]:
                     kinds, staying = self._kinds(rule_id, table), []
                     settled, where = byte_offsets(
@@ -432,3 +441,6 @@ def _words(ids: np.ndarray, words: int) -> np.ndarray:
     out = np.zeros(words, dtype="<u4")
     set_bits(out, ids)
     return out
+
+
+FEW_CALLED = 192  # a call state that reads no byte reads fewer candidates as lists (~256: even)
