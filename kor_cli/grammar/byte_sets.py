@@ -101,13 +101,3 @@ def byte_classes(masks: Iterable[int], start: Sequence[int] = ()) -> tuple[np.nd
     raw = np.frombuffer(b"".join(c.to_bytes(32, "little") for c in classes), dtype=np.uint8)
     bits = np.unpackbits(raw.reshape(len(classes), 32), axis=1, bitorder="little")
     return bits.argmax(axis=0).astype(np.int64, copy=False), classes
-
-
-def bit_list(mask: int) -> list[int]:
-    """The positions of the set bits of `mask`."""
-    out = []
-    while mask:
-        low = mask & -mask
-        out.append(low.bit_length() - 1)
-        mask ^= low
-    return out

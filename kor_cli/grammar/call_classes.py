@@ -16,15 +16,15 @@ so the table is the very one the byte pipeline gives.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
 from kor_cli.grammar.ast import Node
-from kor_cli.grammar.byte_sets import bit_list
 from kor_cli.grammar.call_markers import BASE, DIGIT0, MARK, WIDTH
-from kor_cli.grammar.folds import Copies, apart, separated
+from kor_cli.grammar.folds import Copies, apart, fold_of, separated
 from kor_cli.grammar.minimize import SPARSE_STATES, fill_bytes
-from kor_cli.grammar.nfa import NFA, NotMarked
+from kor_cli.grammar.nfa import NFA, NotMarked, bit_list
 from kor_cli.grammar.refine import live_blocks
 from kor_cli.grammar.subsets import subsets
 
@@ -146,11 +146,32 @@ def marker_table(
         acc.append(False)
         return len(form) - 1
 
-    copies = Copies(block, reach, add, callees, base)
-    symbols = copies.symbols
+    folds = [fold_of(x) if type(x) is not int else None for x in callees]
+    symbols = sum(1 << j for j, f in enumerate(folds) if f is not None) << base
+    copies = Copies(block, reach, add)
 
     here = 0  # the rule's number of the state at `at`
     for at, entry in enumerate(queue, 1):
+        if type(entry) is int and symbols and any(m & symbols for m in rows[entry].values()):
+            here += 1  # a state reading a folded automaton: its first bytes by lowest byte
+            edges: list[tuple[int, int, Any]] = []  # (lowest byte, mask, target)
+            calls = []
+            for _, t, m in sorted([(m & -m, t, m) for t, m in rows[entry].items()]):
+                if m & plain:
+                    edges.append(((m & plain) & -(m & plain), m & plain, t))
+                for j in bit_list(m >> base):
+                    fold = folds[j]
+                    if fold is None:
+                        calls.append((callees[j], t))
+                    else:
+                        edges += copies.enter(fold, t)
+            edges.sort(key=lambda x: x[0])  # (lowest bytes all differ: `folds.apart`)
+            for _, m, t in edges:
+                triples.append((here, m, reach(t) if type(t) is int else copies.state(t)))
+            if calls:
+                cells.append((at, MARK, marked(0, calls)))
+                callers.append((here, calls))
+            continue
         if type(entry) is int:
             here += 1
             row = rows[entry]
@@ -165,31 +186,22 @@ def marker_table(
                         acc.append(accepting[t])
                     triples.append((here, m, found))
                     continue
-            if symbols and any(m & symbols for m in row.values()):  # its first bytes too
-                calls = copies.row(here, row, triples)
-            else:
-                calls = []
-                for low, t, m in sorted([(m & -m, t, m) for t, m in row.items()]):
-                    if m & plain:  # by lowest class (the masks are disjoint)
-                        triples.append((here, m & plain, reach(t)))
-                    m >>= base
-                    while m:
-                        low = m & -m
-                        calls.append((callees[low.bit_length() - 1], t))
-                        m ^= low
+            calls = []
+            for low, t, m in sorted([(m & -m, t, m) for t, m in row.items()]):
+                if m & plain:  # by lowest class (the masks are disjoint)
+                    triples.append((here, m & plain, reach(t)))
+                m >>= base
+                while m:
+                    low = m & -m
+                    calls.append((callees[low.bit_length() - 1], t))
+                    m ^= low
             if calls:
                 cells.append((at, MARK, marked(0, calls)))
                 callers.append((here, calls))
             continue
         if type(entry[0]) is list:  # a state inside a folded automaton's copy
             here += 1
-            copy, a = entry  # type: ignore[misc]
-            copy[3].append(here)
-            copy[4].append(a)
-            numbers, fold = copy[2], copy[0]
-            for t in fold.targets[a]:
-                if not numbers[t]:
-                    numbers[t] = reach(copy[1]) if t == fold.accept else add((copy, t))
+            copies.visit(here, entry)  # type: ignore[arg-type]
             continue
         level, pairs = entry  # type: ignore[misc]
         scale = BASE ** (WIDTH - 1 - level)

@@ -33,7 +33,6 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
-from kor_cli.grammar.byte_sets import bit_list
 from kor_cli.grammar.call_markers import MARK
 
 if TYPE_CHECKING:
@@ -147,56 +146,44 @@ class Copies:
     BFS reaches them; their rows are filled from the automaton's table at the end."""
 
     def __init__(
-        self,
-        block: Sequence[int],
-        reach: Callable[[int], int],
-        add: Callable[[object], int],
-        symbols: Sequence[int | ByteDFA],
-        base: int,
+        self, block: Sequence[int], reach: Callable[[int], int], add: Callable[[object], int]
     ) -> None:
         """`reach(t)`: the rule number of the symbol-level state `t`; `add(entry)`: the
-        number of a new state (non-accepting) queued as `entry`, `(copy, state)` (a copy:
-        [fold, continuation, each state's number, its states' numbers, and states]);
-        `symbols`: the classes from `base` on, callees or folded automata."""
+        number of a new state (non-accepting) queued as `entry`."""
         self._block, self._reach, self._add = block, reach, add
-        self._copies: dict[tuple[int, int], list[Any]] = {}  # by (fold, continuation block)
-        self._symbols, self._base = symbols, base
-        self._folds = [None if type(x) is int else fold_of(x) for x in symbols]
-        self.symbols = sum(1 << j for j, f in enumerate(self._folds) if f is not None) << base
+        # (automaton, continuation block) -> [fold, continuation, numbers, rows, states]
+        self._copies: dict[tuple[int, int], list[Any]] = {}
 
-    def row(self, here: int, row: dict[int, int], triples: list[tuple[int, int, int]]) -> list[Any]:
-        """Add the byte transitions of symbol-level state `row` (rule number `here`) that
-        reads folded automata to `triples`, targets numbered by lowest byte (its bytes and
-        the automata's first bytes all differ: `apart`); its calls, as `marker_table`
-        lists them."""
-        plain = (1 << self._base) - 1
-        edges: list[tuple[int, int, Any]] = []  # (lowest byte, mask, target)
-        calls = []
-        for _, t, m in sorted([(m & -m, t, m) for t, m in row.items()]):
-            if m & plain:
-                edges.append(((m & plain) & -(m & plain), m & plain, t))
-            for j in bit_list(m >> self._base):
-                fold = self._folds[j]
-                if fold is None:
-                    calls.append((self._symbols[j], t))
-                    continue
-                key = (id(fold), self._block[t])
-                copy = self._copies.get(key)
-                if copy is None:
-                    copy = self._copies[key] = [fold, t, [0] * len(fold.rows), [], []]
-                edges += [(lo, fm, (copy, a)) for lo, fm, a in fold.rows[fold.start]]
-        edges.sort(key=lambda x: x[0])
-        for _, m, t in edges:
-            if type(t) is int:
-                triples.append((here, m, self._reach(t)))
-                continue
-            copy, a = t
-            numbers = copy[2]
-            if not numbers[a]:
-                fold = copy[0]
-                numbers[a] = self._reach(copy[1]) if a == fold.accept else self._add(t)
-            triples.append((here, m, numbers[a]))
-        return calls
+    def enter(self, fold: Fold, t: int) -> list[tuple[int, int, tuple[list[Any], int]]]:
+        """The edges into `fold`'s copy ending in `t`: (lowest byte, byte mask, target)
+        with targets to number (`state`) in order."""
+        key = (id(fold), self._block[t])
+        copy = self._copies.get(key)
+        if copy is None:
+            copy = self._copies[key] = [fold, t, [0] * len(fold.rows), [], []]
+        return [(lo, m, (copy, a)) for lo, m, a in fold.rows[fold.start]]
+
+    def state(self, target: tuple[list[Any], int]) -> int:
+        """The rule number of a target `enter` gave (numbered now if new)."""
+        return self._state(*target)
+
+    def _state(self, copy: list[Any], a: int) -> int:
+        numbers = copy[2]
+        found = numbers[a]
+        if not found:
+            fold = copy[0]
+            found = numbers[a] = self._reach(copy[1]) if a == fold.accept else self._add((copy, a))
+        return found
+
+    def visit(self, here: int, entry: tuple[list[Any], int]) -> None:
+        """Number the targets of the copy's state `entry` (rule number `here`)."""
+        copy, a = entry
+        copy[3].append(here)
+        copy[4].append(a)
+        numbers = copy[2]
+        for t in copy[0].targets[a]:
+            if not numbers[t]:
+                self._state(copy, t)
 
     def fill(self, table: np.ndarray, form: np.ndarray | None = None) -> np.ndarray:
         """`table` with the copies' rows filled in (rows and targets through `form`)."""

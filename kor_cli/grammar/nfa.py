@@ -16,7 +16,6 @@ import numpy as np
 
 from kor_cli.errors import GrammarError
 from kor_cli.grammar.ast import Alt, Automaton, Bytes, Join, Node, Repeat, Seq
-from kor_cli.grammar.byte_sets import bit_list
 from kor_cli.grammar.call_markers import BASE, DIGIT0, MARK, WIDTH
 from kor_cli.grammar.folds import fold_of
 from kor_cli.grammar.limits import check
@@ -420,6 +419,16 @@ class NotMarked(Exception):
 
 
 _EDGES_SIZE = 256  # embedded DFAs up to this size are read off their (cached) byte-mask edges
+
+
+def bit_list(mask: int) -> list[int]:
+    """The positions of the set bits of `mask`."""
+    out = []
+    while mask:
+        low = mask & -mask
+        out.append(low.bit_length() - 1)
+        mask ^= low
+    return out
 
 
 def _or_of_bits(bits: np.ndarray, starts: np.ndarray) -> list[int]:
