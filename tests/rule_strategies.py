@@ -14,21 +14,14 @@ LEAVES = st.one_of(
     st.integers(0, 400).map(call),
     st.just(call(7**5)),  # a rule id far past the others (sparse ids)
 )
-
-
-def trees(leaves: st.SearchStrategy[Node], max_leaves: int = 12) -> st.SearchStrategy[Node]:
-    """Small grammar trees over `leaves`."""
-    return st.recursive(
-        leaves,
-        lambda inner: st.one_of(
-            st.tuples(inner, inner).map(lambda p: seq(*p)),
-            st.tuples(inner, inner).map(lambda p: alt(*p)),
-            inner.map(opt),
-            inner.map(lambda n: repeat(n, 0, None, literal(","))),
-            inner.map(lambda n: repeat(n, 1, 3)),
-        ),
-        max_leaves=max_leaves,
-    )
-
-
-CALL_TREES = trees(LEAVES)
+CALL_TREES: st.SearchStrategy[Node] = st.recursive(
+    LEAVES,
+    lambda inner: st.one_of(
+        st.tuples(inner, inner).map(lambda p: seq(*p)),
+        st.tuples(inner, inner).map(lambda p: alt(*p)),
+        inner.map(opt),
+        inner.map(lambda n: repeat(n, 0, None, literal(","))),
+        inner.map(lambda n: repeat(n, 1, 3)),
+    ),
+    max_leaves=12,
+)

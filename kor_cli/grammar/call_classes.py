@@ -16,15 +16,13 @@ so the table is the very one the byte pipeline gives.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
 
 import numpy as np
 
 from kor_cli.grammar.ast import Node
 from kor_cli.grammar.call_markers import BASE, DIGIT0, MARK, WIDTH
-from kor_cli.grammar.folds import Copies, apart, fold_of, separated
 from kor_cli.grammar.minimize import SPARSE_STATES, fill_bytes
-from kor_cli.grammar.nfa import NFA, NotMarked, bit_list
+from kor_cli.grammar.nfa import NFA, NotMarked
 from kor_cli.grammar.refine import live_blocks
 from kor_cli.grammar.subsets import subsets
 
@@ -59,41 +57,22 @@ def build_with_calls(node: Node, masks: set[int], max_states: int) -> Table | No
         accept = nfa.build(node, start)
     except NotMarked:
         return None
-    if len(nfa.edges) + WIDTH * nfa.marked + nfa.folded > 10 * max_states:
+    if len(nfa.edges) + WIDTH * nfa.marked > 10 * max_states:
         return None  # over bytes the NFA is past its limit: the byte pipeline says so
-    assert nfa.callees is not None and nfa.folds is not None
-    callees = list(nfa.callees)  # class base + j: a call to callees[j] (or a folded DFA)
+    assert nfa.callees is not None
+    callees = list(nfa.callees)  # class base + j: a call to callees[j]
     base = nfa.base
-    if nfa.folds and not apart(nfa.edges, base, callees) and not _unfold(nfa):
+    accepting, rows = subsets(nfa.edges, nfa.eps, start, accept, base + len(callees), max_states)
+    if len(rows) > SPARSE_STATES:
         return None
-    while True:
-        num_classes = base + len(callees)
-        accepting, rows = subsets(nfa.edges, nfa.eps, start, accept, num_classes, max_states)
-        if len(rows) > SPARSE_STATES:
-            return None
-        weight = [WIDTH if type(x) is int else x.num_states for x in callees]
-        if len(rows) * (1 + sum(weight)) > max_states:  # (else surely in bounds)
-            symbols = [j for row in rows for m in row.values() for j in bit_list(m >> base)]
-            extra = sum(weight[j] for j in symbols)
-            if len(rows) + extra > max_states:
-                return None  # (over bytes, at most WIDTH more per call, the automaton's per
-                # folded one: maybe past it)
-        found = live_blocks(rows, accepting, 1)
-        if found is None:
-            return EMPTY
-        if not nfa.folds or separated(found[0], found[1], accepting, base, callees):
-            return marker_table(found[0], found[1], accepting, base, callees)
-        if not _unfold(nfa):
-            return None
-
-
-def _unfold(nfa: NFA) -> bool:
-    """Spell the NFA's folded automata out; False if it grows past call mode's limit."""
-    try:
-        nfa.unfold()
-    except NotMarked:
-        return False
-    return True
+    if len(rows) * (1 + WIDTH * len(callees)) > max_states:  # (else surely in bounds)
+        calls = sum((m >> base).bit_count() for row in rows for m in row.values())
+        if len(rows) + WIDTH * calls > max_states:
+            return None  # (over bytes, at most WIDTH more states per call: maybe past it)
+    found = live_blocks(rows, accepting, 1)
+    if found is None:
+        return EMPTY
+    return marker_table(found[0], found[1], accepting, base, callees)
 
 
 def marker_table(
@@ -140,38 +119,8 @@ def marker_table(
             queue.append((level, pairs))
         return found
 
-    def add(entry: object) -> int:
-        form.append(len(queue) + 1)
-        queue.append(entry)  # type: ignore[arg-type]
-        acc.append(False)
-        return len(form) - 1
-
-    folds = [fold_of(x) if type(x) is not int else None for x in callees]
-    symbols = sum(1 << j for j, f in enumerate(folds) if f is not None) << base
-    copies = Copies(block, reach, add)
-
     here = 0  # the rule's number of the state at `at`
     for at, entry in enumerate(queue, 1):
-        if type(entry) is int and symbols and any(m & symbols for m in rows[entry].values()):
-            here += 1  # a state reading a folded automaton: its first bytes by lowest byte
-            edges: list[tuple[int, int, Any]] = []  # (lowest byte, mask, target)
-            calls = []
-            for _, t, m in sorted([(m & -m, t, m) for t, m in rows[entry].items()]):
-                if m & plain:
-                    edges.append(((m & plain) & -(m & plain), m & plain, t))
-                for j in bit_list(m >> base):
-                    fold = folds[j]
-                    if fold is None:
-                        calls.append((callees[j], t))
-                    else:
-                        edges += copies.enter(fold, t)
-            edges.sort(key=lambda x: x[0])  # (lowest bytes all differ: `folds.apart`)
-            for _, m, t in edges:
-                triples.append((here, m, reach(t) if type(t) is int else copies.state(t)))
-            if calls:
-                cells.append((at, MARK, marked(0, calls)))
-                callers.append((here, calls))
-            continue
         if type(entry) is int:
             here += 1
             row = rows[entry]
@@ -198,10 +147,6 @@ def marker_table(
             if calls:
                 cells.append((at, MARK, marked(0, calls)))
                 callers.append((here, calls))
-            continue
-        if type(entry[0]) is list:  # a state inside a folded automaton's copy
-            here += 1
-            copies.visit(here, entry)  # type: ignore[arg-type]
             continue
         level, pairs = entry  # type: ignore[misc]
         scale = BASE ** (WIDTH - 1 - level)
@@ -231,13 +176,11 @@ def marker_table(
 
     def split() -> Split:
         """The rule: its states' table (no marker bytes), accepting, calls."""
-        table = copies.fill(fill_bytes(len(form), triples))
-        return table, np.array(acc, dtype=bool), calls
+        return fill_bytes(len(form), triples), np.array(acc, dtype=bool), calls
 
     def spelled_out() -> np.ndarray:
         """The table with markers (the rule's states renumbered, marker cells added)."""
         out = fill_bytes(size, [(form[s], m, form[t]) for s, m, t in triples])
-        copies.fill(out, np.array(form))
         states, columns, targets = zip(*cells, strict=True) if cells else ((), (), ())
         out[list(states), list(columns)] = targets
         return out

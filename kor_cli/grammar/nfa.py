@@ -17,7 +17,6 @@ import numpy as np
 from kor_cli.errors import GrammarError
 from kor_cli.grammar.ast import Alt, Automaton, Bytes, Join, Node, Repeat, Seq
 from kor_cli.grammar.call_markers import BASE, DIGIT0, MARK, WIDTH
-from kor_cli.grammar.folds import fold_of
 from kor_cli.grammar.limits import check
 
 if TYPE_CHECKING:
@@ -50,15 +49,10 @@ class NFA:
         self._embedded: dict[int, tuple[list[list[tuple[int, int]]], list[int]]] = {}
         self._reps: np.ndarray | None = None  # one byte of each class
         self._heads: int | None = None  # the lowest byte of each class, as a mask
-        # call mode: callee (or folded automaton) -> its class - base
-        self.callees: dict[int | ByteDFA, int] | None = None
+        self.callees: dict[int, int] | None = None  # call mode: callee -> its class - base
         self.marked = 0  # call mode: markers read as one transition (each WIDTH + 1 bytes)
-        # call mode: automata read as one transition (`folds`): (src, dst, automaton)
-        self.folds: list[tuple[int, int, ByteDFA]] | None = None
-        self.folded = 0  # the NFA states they stand for
         if calls:  # markers' bytes: a lead byte (_LEAD), digits (_DIGIT), not classes
             self.callees = {}
-            self.folds = []
             self.limit = min(limit, calls)
             self._memo.update(_MARKER_BYTES)
         self._byte_class = byte_class
@@ -180,8 +174,8 @@ class NFA:
         self.marked += 1
         return self._callee_class(callee)
 
-    def _callee_class(self, callee: int | ByteDFA) -> int:
-        """The class mask of a call to `callee` (call mode), or of a folded automaton."""
+    def _callee_class(self, callee: int) -> int:
+        """The class mask of a call to `callee` (call mode)."""
         assert self.callees is not None
         return 1 << (self.base + self.callees.setdefault(callee, len(self.callees)))
 
@@ -293,40 +287,19 @@ class NFA:
 
     def _automaton(self, node: Automaton, src: int) -> int:
         """A copy of the embedded DFA's live states (its class-level edges are computed
-        once per NFA, then shifted for every copy); in call mode a foldable one (`folds`)
-        is one transition on a class of its own instead."""
+        once per NFA, then shifted for every copy)."""
         dfa = node.dfa
-        if self.folds is not None and fold_of(dfa) is not None:
-            dst = self.new()
-            self.edges[src].append((self._callee_class(dfa), dst))
-            self.folds.append((src, dst, dfa))
-            self.folded += dfa.num_states - 1
-            return dst
-        return self._spell(dfa, src)
-
-    def _spell(self, dfa: ByteDFA, src: int, dst: int | None = None) -> int:
-        """A copy of `dfa`'s live states from `src` to `dst` (a new state if None)."""
         rows, accepting = self._embedding(dfa)
         size = len(self.edges)
         self._guard(len(rows))
         shift = size - 1  # DFA state s (1..) is NFA state shift + s
         self.edges.extend([(m, t + shift) for m, t in row] for row in rows)
         self.eps.extend([] for _ in rows)
-        if dst is None:
-            dst = self.new()
+        dst = self.new()
         self.eps[src].append(shift + dfa.start)
         for s in accepting:
             self.eps[shift + s].append(dst)
         return dst
-
-    def unfold(self) -> None:
-        """Spell the folded automata out (their classes stay, read nowhere)."""
-        assert self.folds is not None and self.callees is not None
-        folds, self.folds = self.folds, None
-        for src, dst, dfa in folds:
-            self.edges[src].remove((1 << (self.base + self.callees[dfa]), dst))
-            self._spell(dfa, src, dst)
-        self.folded = 0
 
     def _embedding(self, dfa: ByteDFA) -> tuple[list[list[tuple[int, int]]], list[int]]:
         """Class-mask edges of the DFA's states 1.. and its accepting states: a small DFA's
@@ -384,7 +357,7 @@ class NFA:
                 for k, (bits, t) in enumerate(row):
                     mask = spelled.get(bits)
                     if mask is None:
-                        mask = spelled[bits] = sum(masks[b] for b in bit_list(bits))
+                        mask = spelled[bits] = sum(masks[b] for b in _bit_list(bits))
                     row[k] = (mask, t)
             return rows
         if self._reps is None:
@@ -421,7 +394,7 @@ class NotMarked(Exception):
 _EDGES_SIZE = 256  # embedded DFAs up to this size are read off their (cached) byte-mask edges
 
 
-def bit_list(mask: int) -> list[int]:
+def _bit_list(mask: int) -> list[int]:
     """The positions of the set bits of `mask`."""
     out = []
     while mask:
