@@ -71,3 +71,15 @@ def test_distinct_is_numpys_unique(values: list[int], high: int) -> None:
     array = np.asarray([v % high for v in values], dtype=np.int64)
     got, want = distinct(array), np.unique(array)
     assert got.dtype == want.dtype and got.tolist() == want.tolist()
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 70), st.integers(0, 7)), max_size=150))
+def test_escape_tokens_are_the_rows_distinct_tokens(pairs: list[tuple[int, int]]) -> None:
+    # fewer rows than the matrix threshold are sorted in Python, more by `distinct`
+    token_bytes: list[bytes | None] = [bytes([65 + t % 26]) * 8 for t in range(71)]
+    stays = np.zeros(3, dtype="<u4")
+    rows = [(np.array([t for t, _ in pairs], np.int64), np.array([o for _, o in pairs], np.int64))]
+    mask = frame_mask(stays, False, token_bytes, rows)
+    got = mask.escape_tokens
+    assert got.dtype == np.int64 and got.tolist() == sorted({t for t, _ in pairs})

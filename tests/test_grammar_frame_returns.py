@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+from functools import partial
 from pathlib import Path
 from unittest import mock
 
@@ -16,9 +17,11 @@ from test_grammar_frame_walk import ALPHABET, reachable, rules_and_tokens
 from kor_cli.grammar import frame_masks, frame_offsets, frame_returns
 from kor_cli.grammar.ast import alt, literal, repeat, seq
 from kor_cli.grammar.compile import compile_json_schema
+from kor_cli.grammar.frame_indexes import split_beside
 from kor_cli.grammar.frame_masks import FrameMasks
 from kor_cli.grammar.frame_offsets import byte_offsets
 from kor_cli.grammar.frame_returns import called_rows, decide_returns, read_calls, twin_frame
+from kor_cli.grammar.frame_walk import walk_state
 from kor_cli.grammar.fsm import compile_ast
 from kor_cli.grammar.rules import RuleSet, call
 from kor_cli.grammar.stacks import Stacks
@@ -369,3 +372,30 @@ def test_same_rule_is_the_first_rule_with_equal_tables(schema: str) -> None:
             seen.append(rule_id)
         assert frames.same_rule(rule_id) == want
     assert schema != "rpc-apart" or len(seen) < len(rules.reachable_rules())
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(rules_and_tokens())
+def test_a_state_that_reads_no_byte_splits_no_token(drawn) -> None:
+    # `FrameMasks._split` returns empty words for a state without byte edges at once: the
+    # string-body tables and the pruned walk it skips find nothing there either
+    rules, token_bytes = drawn
+    rule_ids = reachable(rules)
+    frames = FrameMasks(Stacks(rules), TokenizerInfo(token_bytes))
+    for rule_id in rule_ids:
+        table = frames.stacks.table(rule_id)
+        walker = frames._walker(rule_id, table)
+        for state in range(1, len(table.table)):
+            if table.reads[state]:
+                continue
+            stays, crossing, rows = frames._split(rule_id, table, state)
+            assert not stays.any() and crossing is None and rows == []
+            sorted_ = frames._sorted
+            indexes = partial(frames._rule_indexes, rule_id, table)
+            assert split_beside(sorted_, walker, table, state, indexes, frames.words) is None
+            split = walk_state(
+                sorted_, table.flat, walker.reads, walker.follow, state, walker.resolve,
+                walker.walk_arrays, final=table.final,
+            )  # fmt: skip
+            assert split is not None
+            assert not (split.stays or split.ranges or split.singles or split.escapes)

@@ -68,3 +68,14 @@ def test_ids_of_words_paths_agree(count: int) -> None:
     signed = ids_of_words(words.view(np.int32), 1270)  # bit 31 of int32 words
     assert signed.tolist() == small.tolist()
     assert not len(ids_of_words(np.zeros(40, dtype="<u4"), 1270))
+
+
+@pytest.mark.parametrize("count", [0, 1, 7, 30, 47, 120])
+def test_ids_not_in_paths_agree(count: int) -> None:
+    rng = np.random.default_rng(count)
+    ids = rng.choice(1270, count, replace=False).astype(np.int64)  # any order
+    words = _words(rng.integers(0, 1270, 300).tolist() + ids[::2].tolist())
+    small, large = _both(frame_rows.ids_not_in, ids, words)
+    want = [t for t in ids.tolist() if not words[t >> 5] >> (t & 31) & 1]
+    assert small.dtype == large.dtype == np.int64
+    assert small.tolist() == large.tolist() == want

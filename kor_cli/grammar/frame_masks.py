@@ -67,6 +67,7 @@ from kor_cli.grammar.frame_rows import (
     NO_IDS,
     Rows,
     escape_rows,
+    ids_not_in,
     ids_of_words,
     less_rows,
     offset_rows,
@@ -246,7 +247,7 @@ class FrameMasks:
         through: np.ndarray | None = None  # which candidates those are (None: none)
         few_called = False  # a call state that reads no byte, its candidates read as lists
         if candidates is None and len(extra) == 1:  # a call state that reads no byte: the
-            ids_array = extra[0][~bits_set(stays, extra[0])]  # callee's escapes (no word scan)
+            ids_array = ids_not_in(extra[0], stays)  # callee's escapes (no word scan)
             few_called = len(ids_array) < FEW_CALLED and not table.reads[state]
             if not few_called:
                 through = np.ones(len(ids_array), dtype=bool)
@@ -346,6 +347,8 @@ class FrameMasks:
         pruned walk of the sorted tokens (`frame_walk`) where the state reads few bytes,
         else the rule's two token indexes."""
         walker = self._walker(rule_id, table)
+        if not walker.reads[at]:  # a call state that reads no byte: no token to split
+            return np.zeros(self.words, dtype="<u4"), None, []
         if self._calls:  # next to a string body: its tables (dfamask's hook)
             indexes = partial(self._rule_indexes, rule_id, table)
             beside = split_beside(self._sorted, walker, table, at, indexes, self.words)

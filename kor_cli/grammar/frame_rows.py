@@ -127,6 +127,16 @@ def ids_of_words(words: np.ndarray, vocab_size: int) -> np.ndarray:
     return ids if ids[-1] < vocab_size else ids[ids < vocab_size]
 
 
+def ids_not_in(ids: np.ndarray, words: np.ndarray) -> np.ndarray:
+    """The token `ids` (int64) whose bits are clear in packed `words`, in their order
+    (fewer than `FEW_ROWS` read through a memoryview: no numpy call but the result's)."""
+    if len(ids) < FEW_ROWS:
+        view = memoryview(words)
+        kept = [t for t in ids.tolist() if not view[t >> 5] >> (t & 31) & 1]
+        return np.array(kept, dtype=np.int64)
+    return ids[~bits_set(words, ids)]
+
+
 Rows = list[tuple[np.ndarray, np.ndarray]]  # escapes as (token ids, offsets) arrays
 
 
