@@ -8,12 +8,13 @@ from unittest import mock
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
+from test_grammar_frame_returns import assert_frames_equal, schema_rules
 from test_grammar_frame_walk import SCHEMAS, reachable, rules_and_tokens
 
 from kor_cli.grammar import frame_masks
 from kor_cli.grammar.ast import alt, literal, seq
 from kor_cli.grammar.compile import compile_json_schema
-from kor_cli.grammar.frame_chain import closed_frame, literal_frame, shared_groups
+from kor_cli.grammar.frame_chain import closed_frame, going_rows, literal_frame, shared_groups
 from kor_cli.grammar.frame_escapes import FrameMask
 from kor_cli.grammar.frame_masks import FrameMasks
 from kor_cli.grammar.fsm import compile_ast
@@ -135,3 +136,35 @@ def test_rows_past_a_byte_are_the_tokenizers(name: str, tokenizer_info_factory) 
     words = np.zeros((info.vocab_size + 31) // 32, "<u4")
     copied = FrameMask(words, False, tokens.copy(), np.ones(len(tokens), np.int64))
     assert shared_groups(copied) is None  # equal rows, not the tokenizer's: no memo
+
+
+def _frames_with_and_without_going_rows(rules, info, rule_ids) -> int:
+    """Build every frame of `rule_ids` with walked escape rows taken as the tokenizer's
+    (`going_rows`) and without, assert them equal; return how many frames took them."""
+    taken = 0
+
+    def counting(*args):
+        nonlocal taken
+        found = going_rows(*args)
+        taken += found is not None
+        return found
+
+    assert_frames_equal(rules, info, rule_ids, "going_rows", counting, lambda *args: None)
+    return taken
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(rules_and_tokens())
+def test_walked_rows_as_the_tokenizers_equal_them_filtered_on_drawn_rules(drawn) -> None:
+    rules, token_bytes = drawn
+    _frames_with_and_without_going_rows(rules, TokenizerInfo(token_bytes), reachable(rules))
+
+
+@pytest.mark.parametrize("tokenizer", ["qwen", "mistral-sp"])
+def test_walked_rows_as_the_tokenizers_equal_them_filtered_on_rpc(
+    tokenizer: str, tokenizer_info_factory
+) -> None:
+    # `}` at an object's start in rpc's value rule
+    rules = schema_rules("rpc")
+    info = tokenizer_info_factory(tokenizer)
+    assert _frames_with_and_without_going_rows(rules, info, rules.reachable_rules()) > 0

@@ -57,7 +57,7 @@ import numpy as np
 
 from kor_cli.grammar.bitmask import bits_set, set_bits
 from kor_cli.grammar.frame_cache import frames_path, read_frames, write_frames
-from kor_cli.grammar.frame_chain import closed_frame, literal_frame
+from kor_cli.grammar.frame_chain import closed_frame, going_rows, literal_frame
 from kor_cli.grammar.frame_escapes import FrameMask, frame_mask, stored_rows
 from kor_cli.grammar.frame_indexes import RuleIndexCache, RuleIndexes, split_beside
 from kor_cli.grammar.frame_next import next_frame
@@ -264,7 +264,12 @@ class FrameMasks:
                 ids_array = ids_of_words(candidates, self.info.vocab_size)
             else:
                 ids_array = NO_IDS
-        rows = [less_rows(walked, stays, candidates if len(ids_array) else None)] if walked else []
+        rows: Rows = []
+        going = None  # the walked rows as the tokenizer's (`}` at an object's start)
+        if walked:
+            known = candidates if len(ids_array) else None
+            going = going_rows(self.info, walked, stays, known)
+            rows.append(going[:2] if going is not None else less_rows(walked, stays, known))
         if len(ids_array):
             self.candidates += len(ids_array)
             slow = ids_array
@@ -305,6 +310,8 @@ class FrameMasks:
             if len(slow):
                 rows.append(self._simulate(rule_id, state, slow.tolist(), stays))
         ends = any(table.accepting[at] for at in here)
+        if going is not None and not any(len(tokens) for tokens, _ in rows[1:]):
+            return FrameMask(stays, ends, *going[:3], token_bytes, going[3])  # (bytes known)
         return frame_mask(stays, ends, token_bytes, rows, self._sorted)
 
     def _simulate(
