@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+from unittest import mock
+
 import numpy as np
 import pytest
 
+from kor_cli.grammar import frame_indexes
 from kor_cli.grammar.compile import GrammarOptions, compile_json_schema
-from kor_cli.grammar.frame_indexes import _free_prefix
+from kor_cli.grammar.frame_indexes import _free_prefix, free_split
 from kor_cli.grammar.frame_walk import RuleWalker
 from kor_cli.grammar.free_string import STRING, free_body_states, free_states
 from kor_cli.grammar.pushdown import PushdownGrammar
 from kor_cli.grammar.stacks import Stacks
 from kor_cli.grammar.token_arrays import sorted_tokens
-from kor_cli.testing import TOKENIZER_NAMES
+from kor_cli.testing import TOKENIZER_NAMES, recursive_schema
 
 SCHEMA = {  # free strings (values, keys) beside bounded ones, inside rules with calls
     "type": "object",
@@ -135,3 +138,42 @@ def _words(rows: list[tuple[np.ndarray, np.ndarray]], words: int) -> np.ndarray:
     for tokens, _ in rows:
         bits[tokens] = True
     return np.packbits(bits, bitorder="little").view("<u4")
+
+
+@pytest.mark.parametrize("name", ["qwen", "mistral-sp"])
+def test_free_splits_kept_per_rule_give_the_frames_made_anew(
+    name: str, tokenizer_info_factory
+) -> None:
+    # `frame_indexes.free_split` keeps a body's split for the states one byte before it:
+    # every frame equals the frame built with each split made anew, and some are reused
+    info = tokenizer_info_factory(name)
+    reused = 0
+
+    def anew(walker, tables, state):
+        return tables.split(*walker.arrays(), state, walker.finals(), walker.reads)
+
+    def counting(walker, tables, state):
+        nonlocal reused
+        reused += (id(tables), state) in walker.splits
+        return free_split(walker, tables, state)
+
+    for schema in (SCHEMA, recursive_schema("rpc", closed=True)):
+        rules = compile_json_schema(schema, GrammarOptions()).rules
+        built = []
+        for split in (counting, anew):
+            with mock.patch.object(frame_indexes, "free_split", split):
+                frames = PushdownGrammar(rules, info).frames
+                built.append([frames.get(rule_id, state) for rule_id, state in _states(frames)])
+        for got, want in zip(*built, strict=True):
+            assert np.array_equal(got.stays, want.stays)
+            assert got.ends == want.ends and got.escapes() == want.escapes()
+    assert reused >= 2
+
+
+def _states(frames) -> list[tuple[int, int]]:
+    rules = frames.stacks.rules
+    return [
+        (rule_id, state)
+        for rule_id in rules.reachable_rules()
+        for state in range(len(frames.stacks.table(rule_id).table))
+    ]

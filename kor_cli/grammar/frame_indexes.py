@@ -21,7 +21,8 @@ import numpy as np
 from kor_cli.grammar.bitmask import set_bits
 from kor_cli.grammar.frame_rows import Rows, escape_rows, split_words
 from kor_cli.grammar.frame_walk import RuleWalker, walk_state
-from kor_cli.grammar.free_string import free_body_states
+from kor_cli.grammar.free_string import FreeTokens, _keyed, free_body_states
+from kor_cli.grammar.free_string import Split as FreeSplit
 from kor_cli.grammar.index import TokenIndex
 from kor_cli.grammar.stacks import RuleTable
 from kor_cli.grammar.string_body import BodyChains, beside_body, crossing_table, split_body
@@ -226,7 +227,7 @@ def split_beside(
         if not _free(walker, at):
             return None
         body = sorted_.free_strings()[0]
-        return body.split(*walker.arrays(), at, walker.finals(), walker.reads)
+        return free_split(walker, body, at)
     base = at << 8
     if len(reads[at]) == 1:  # a literal's byte (most states of a key): the usual walk
         if len(reads[flat[base | reads[at][0]]]) < BODY_READS:
@@ -316,7 +317,7 @@ def _free_prefix(
     starts, ids = sorted_.starts(), sorted_.ids
     parts = []
     for kind, chosen in groups.items():  # (a table's stays hold the byte alone)
-        stays, crossing, rows = tables[kind].split(*arrays, into, walker.finals(), reads)
+        stays, crossing, rows = free_split(walker, tables[kind], into)
         if len(chosen) < _WHOLE[kind]:  # those bytes' tokens only
             keep = np.zeros(len(stays) * 32, dtype=bool)
             for lo, hi in _runs(chosen):
@@ -332,6 +333,28 @@ def _free_prefix(
         crossing |= more[1]
         rows = rows + more[2]
     return _with_others(sorted_, walker, table, at, words, stays, crossing, others, rows)
+
+
+def free_split(walker: RuleWalker, tables: FreeTokens, state: int) -> FreeSplit:
+    """`tables.split` from free string state `state` of the walker's rule, kept per rule,
+    tables and state: a string body's split is asked again by the states one byte before
+    it (an escape's last byte, the opening quote: rpc's rule 0 asks two of its three
+    twice, ~40-55 us cold each). Fresh words each time (callers change them); the rows'
+    arrays are kept read-only. Not where the quote leads to a final state or a key's `:`
+    (`FreeTokens.split` copies its own split made once there)."""
+    flat, crossing = walker.arrays()
+    finals, quote = walker.finals(), int(flat[state << 8 | _QUOTE])
+    if finals[quote] or _keyed(flat, crossing, finals, quote, walker.reads):
+        return tables.split(flat, crossing, state, finals, walker.reads)
+    key = (id(tables), state)
+    found = walker.splits.get(key)
+    if found is None or found[0] is not tables:
+        made = tables.split(flat, crossing, state, finals, walker.reads)
+        for tokens, offsets in made[2]:
+            tokens.flags.writeable = offsets.flags.writeable = False
+        found = walker.splits[key] = (tables, made)
+    stays, crossing, rows = found[1]
+    return stays.copy(), crossing.copy(), list(rows)
 
 
 def _set_alone(sorted_: SortedTokens, covered: list[int], stays: np.ndarray) -> None:

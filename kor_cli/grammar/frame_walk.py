@@ -37,6 +37,7 @@ from __future__ import annotations
 from bisect import bisect_left
 from collections.abc import Callable, Sequence
 from itertools import pairwise
+from typing import Any
 
 import numpy as np
 
@@ -75,6 +76,7 @@ class RuleWalker:
         self._arrays: tuple[np.ndarray, np.ndarray] | None = None
         self._finals: np.ndarray | None = None
         self.free: frozenset[int] | None = None  # free strings' bodies (`free_string`)
+        self.splits: dict[tuple[int, int], Any] = {}  # `frame_indexes.free_split`'s
 
     def finals(self) -> np.ndarray:
         """Bool per state: accepting, neither reading nor calling (only popped)."""
