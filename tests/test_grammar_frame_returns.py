@@ -191,11 +191,12 @@ def test_byte_offsets_in_python_equal_the_array_walk(drawn) -> None:
         kinds = np.asarray(table.accepting, dtype=bool), calls
         for state in range(1, len(table.table)):
             found = []
-            for rows in (0, len(ids)):
-                with mock.patch.object(frame_offsets, "PYTHON_ROWS", rows):
-                    settled, where = byte_offsets(sorted_, ids, state, table, kinds)
-                found.append((settled.tolist(), np.where(settled, where, 0).tolist()))
-            assert found[0] == found[1]
+            for rows in (0, len(ids)):  # (the array walk takes the kinds made on use too)
+                for passed in (kinds, partial(tuple, kinds)):
+                    with mock.patch.object(frame_offsets, "PYTHON_ROWS", rows):
+                        settled, where = byte_offsets(sorted_, ids, state, table, passed)
+                    found.append((settled.tolist(), np.where(settled, where, 0).tolist()))
+            assert found[0] == found[1] == found[2] == found[3]
 
 
 @pytest.mark.parametrize("schema", ["tree", "rpc"])

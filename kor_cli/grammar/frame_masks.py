@@ -281,7 +281,7 @@ class FrameMasks:
                     rows.append(decided)
             elif len(here) == 1:  # most candidates only end the frame: no simulation needed
                 if table.reads[state]:
-                    kinds, staying = self._kinds(rule_id, table), []
+                    kinds, staying = partial(self._kinds, rule_id, table), []  # (on use)
                     settled, where = byte_offsets(
                         self._sorted, ids_array, state, table, kinds, self.stacks.table, staying
                     )

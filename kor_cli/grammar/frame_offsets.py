@@ -22,7 +22,7 @@ def byte_offsets(
     ids: np.ndarray,
     state: int,
     table: RuleTable,
-    kinds: tuple[np.ndarray, np.ndarray],
+    kinds: tuple[np.ndarray, np.ndarray] | Callable[[], tuple[np.ndarray, np.ndarray]],
     tables: Callable[[int], RuleTable] | None = None,
     staying: list[int] | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -32,9 +32,11 @@ def byte_offsets(
     `tables` (and a `staying` list), the Python walk goes on past a call state whose
     every way dies in its callee (`_calls_read`: `[name`, `[],` at a JSON value's
     start), and a token a callee reads to its end by bytes (`[n`, `":"`) stays: its row
-    is settled without offsets and appended to `staying`."""
+    is settled without offsets and appended to `staying`. `kinds` (the rule's accepting and
+    call states as bools) may be the function that makes them: the array walk reads them."""
     if len(ids) > PYTHON_ROWS:
-        return escape_offsets(sorted_, ids, state, table.table, *kinds)
+        made = kinds() if callable(kinds) else kinds
+        return escape_offsets(sorted_, ids, state, table.table, *made)
     token_bytes = sorted_.tokens
     flat, accepting, calls = table.flat, table.accepting, table.calls
     starts: dict[int, _Plain | None] = {}
