@@ -42,9 +42,9 @@ from schemastore_labels import schema_ordered
 
 from kor_cli.errors import GrammarError
 from kor_cli.grammar.compile import GrammarOptions, compile_json_schema, serialize
-from kor_cli.grammar.index import token_trie
 from kor_cli.grammar.json_files import sibling_loader
 from kor_cli.grammar.surface import GrammarMatcher, TokenizerInfo, compile_grammar
+from kor_cli.grammar.token_tables import token_trie
 from kor_cli.testing import QWEN_LOGITS_WIDTH, load_offline_tokenizer
 
 MODES = {"rule": False, "bounded": True}  # kor's two forms: GrammarOptions.bounded_any

@@ -26,9 +26,10 @@ import numpy as np
 from kor_cli.grammar import compile as kor_compile
 from kor_cli.grammar import dfa_cache, disk_cache, shared_rules
 from kor_cli.grammar.compile import GrammarOptions, compile_json_schema
-from kor_cli.grammar.index import TokenIndex, token_trie
+from kor_cli.grammar.index import TokenIndex
 from kor_cli.grammar.surface import CompiledGrammar, GrammarMatcher, TokenizerInfo, compile_grammar
 from kor_cli.grammar.token_arrays import sorted_tokens
+from kor_cli.grammar.token_tables import token_trie
 from kor_cli.grammar.unique_matcher import unique_token_sets
 
 ENGINES = ("kor", "xgrammar", "llguidance", "outlines")

@@ -30,8 +30,9 @@ from _common import add_out_argument, out_path, write_results
 from engine_adapters import random_walk
 
 from kor_cli.grammar.compile import compile_json_schema, serialize
-from kor_cli.grammar.index import TokenIndex, shared_nbytes, token_trie
+from kor_cli.grammar.index import TokenIndex
 from kor_cli.grammar.matcher import GrammarMatcher
+from kor_cli.grammar.token_tables import shared_nbytes, token_trie
 from kor_cli.grammar.vocab import TokenizerInfo
 from kor_cli.testing import QWEN_LOGITS_WIDTH, TOKENIZER_NAMES, load_offline_tokenizer
 

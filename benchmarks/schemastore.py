@@ -65,12 +65,12 @@ import numpy as np
 from kor_cli.errors import GrammarError
 from kor_cli.grammar import dfa_cache
 from kor_cli.grammar.compile import GrammarOptions, compile_json_schema
-from kor_cli.grammar.index import token_trie
 from kor_cli.grammar.json_files import sibling_loader
 from kor_cli.grammar.json_numbers import any_number
 from kor_cli.grammar.json_values import string_node
 from kor_cli.grammar.surface import GrammarMatcher, compile_grammar
 from kor_cli.grammar.token_arrays import sorted_tokens
+from kor_cli.grammar.token_tables import token_trie
 from kor_cli.grammar.unique_matcher import unique_token_sets
 from kor_cli.grammar.vocab import TokenizerInfo
 

@@ -24,7 +24,7 @@ from kor_cli.testing import QWEN_LOGITS_WIDTH, load_offline_tokenizer, tokenizer
 def _grammar_cache() -> Iterator[None]:
     """Remove the session's disk cache at the end (after saving what is pending into it)."""
     yield
-    from kor_cli.grammar.index import save_cached_indexes
+    from kor_cli.grammar.index_cache import save_cached_indexes
 
     save_cached_indexes()
     shutil.rmtree(_CACHE, ignore_errors=True)

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from kor_cli.grammar import disk_cache
-from kor_cli.grammar.index import save_cached_indexes
+from kor_cli.grammar.index_cache import save_cached_indexes
 from kor_cli.grammar.surface import (
     GrammarMatcher,
     GrammarOptions,
@@ -231,15 +231,16 @@ def test_masks_from_cached_tables_equal_fresh_ones(
 ) -> None:
     from grammar_helpers import brute_allowed, person_dfa, reachable
 
-    from kor_cli.grammar import index as index_module
+    from kor_cli.grammar import token_tables
+    from kor_cli.grammar.index import TokenIndex
 
     monkeypatch.setenv("KOR_CLI_CACHE", str(tmp_path))
     vocab = [bytes([b]) for b in range(32, 127)] + [b'{"', b'": "', b"na", b"me", b"\xc3\xa9"]
     info = TokenizerInfo([*vocab, None], stop_ids=[len(vocab)])
     dfa = person_dfa()
     for _ in range(2):  # built and written, then read back (the in-memory copy dropped)
-        monkeypatch.setattr(index_module, "_SHARED", {})
-        index = index_module.TokenIndex(dfa, info)
+        monkeypatch.setattr(token_tables, "_SHARED", {})
+        index = TokenIndex(dfa, info)
         for state in reachable(dfa):
             expected = brute_allowed(dfa, info.token_bytes, info.stop_ids, state)
             assert np.array_equal(index.allowed(state), expected), state

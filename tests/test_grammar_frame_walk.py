@@ -382,8 +382,8 @@ def test_sorted_tokens_from_a_restored_trie_convert_on_first_use() -> None:
     never does), and then gives the same tokens, starts and matrix as from a list."""
     from types import SimpleNamespace
 
-    from kor_cli.grammar.index import token_trie
     from kor_cli.grammar.table_cache import PackedBytes
+    from kor_cli.grammar.token_tables import token_trie
 
     info = TokenizerInfo([b"a", b"ab", b"b", b"ba\xff", b"c" * 20, None], stop_ids=(5,))
     trie = token_trie(info)

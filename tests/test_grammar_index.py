@@ -348,7 +348,7 @@ def test_minimal_dfas_that_vouch_trimmed_are(pieces: list[str]) -> None:
     """A DFA marked `trimmed` (minimize's output) has no state but 0 that cannot accept,
     so the index may skip computing live states; its masks equal a brute-force walk."""
     from kor_cli.grammar.compile import compile_regex
-    from kor_cli.grammar.index import live_states as index_live_states
+    from kor_cli.grammar.live import live_states as index_live_states
 
     dfa = compile_regex("".join(pieces)).dfa
     assert dfa.trimmed

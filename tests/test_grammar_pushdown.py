@@ -20,7 +20,8 @@ from kor_cli.grammar.ast import Node, alt, literal, opt, repeat, seq
 from kor_cli.grammar.compile import GrammarOptions, compile_json_schema
 from kor_cli.grammar.frame_escapes import frame_mask
 from kor_cli.grammar.fsm import compile_ast
-from kor_cli.grammar.index import TokenIndex, save_cached_indexes
+from kor_cli.grammar.index import TokenIndex
+from kor_cli.grammar.index_cache import save_cached_indexes
 from kor_cli.grammar.matcher import GrammarMatcher as DfaMatcher
 from kor_cli.grammar.pushdown import (
     MAX_STACKS,

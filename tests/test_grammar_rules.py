@@ -178,7 +178,7 @@ def test_rules_split_off_minimal_dfas_need_no_pruning() -> None:
     """`Rule.pruned` (the pushdown tables skip their live-state pass): every state of such
     a rule reaches an accepting or a calling state, on every rule of the recursive schemas."""
     from kor_cli.grammar.compile import compile_json_schema
-    from kor_cli.grammar.index import live_states
+    from kor_cli.grammar.live import live_states
     from kor_cli.testing import RECURSIVE_NAMES, recursive_schema
 
     seen = 0

@@ -24,6 +24,7 @@ from kor_cli.grammar.compile import GrammarOptions, compile_json_schema, compile
 from kor_cli.grammar.index import TokenIndex
 from kor_cli.grammar.pushdown import PushdownGrammar
 from kor_cli.grammar.string_body import BodyChains, BodyTokens, crossing_table, split_body
+from kor_cli.grammar.token_tables import shared_tables
 from kor_cli.grammar.vocab import TokenizerInfo
 from kor_cli.testing import TOKENIZER_NAMES
 
@@ -280,7 +281,7 @@ def test_split_body_equals_the_two_index_lookups(name: str, tokenizer_info_facto
     grammar = compile_json_schema(RECURSIVE, GrammarOptions(max_recursion_depth=2))
     assert grammar.has_calls
     frames = PushdownGrammar(grammar.rules, info).frames
-    body = index_module._shared(info).body
+    body = shared_tables(info).body
     checked = crossed = 0
     for rule_id in grammar.rules.reachable_rules():
         table = frames.stacks.table(rule_id)

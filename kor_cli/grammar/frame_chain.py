@@ -27,9 +27,9 @@ from kor_cli.grammar.frame_escapes import FrameMask, frame_mask
 from kor_cli.grammar.frame_indexes import BODY_READS, _free
 from kor_cli.grammar.frame_rows import less_rows
 from kor_cli.grammar.frame_walk import RuleWalker
-from kor_cli.grammar.index import token_trie
 from kor_cli.grammar.stacks import RuleTable
 from kor_cli.grammar.token_arrays import WIDTH, sorted_tokens
+from kor_cli.grammar.token_tables import token_trie
 from kor_cli.grammar.trie import TokenTrie, int_view
 from kor_cli.grammar.vocab import TokenizerInfo
 

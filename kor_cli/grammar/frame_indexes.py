@@ -183,9 +183,9 @@ def _prefixed(
     crossing: np.ndarray,
     starts: Sequence[int],
 ) -> tuple[bool, list[int], tuple[int, np.ndarray]] | None:
-    """The bytes of `at` that one-byte-off body tables split (`index._Shared`): a quote, or
-    UTF-8 continuation bytes that all lead to one string-body chain state (not crossing)
-    and start at least _CONTINUED_MIN tokens (`starts`: the sorted tokens' first-byte
+    """The bytes of `at` that one-byte-off body tables split (`token_tables.SharedTables`):
+    a quote, or UTF-8 continuation bytes that all lead to one string-body chain state (not
+    crossing) and start at least _CONTINUED_MIN tokens (`starts`: the sorted tokens' first-byte
     ranges): (continuation bytes?, those bytes, that state's `ahead`); None when neither."""
     if _QUOTE in reads:
         into = flat[at << 8 | _QUOTE]
@@ -217,9 +217,9 @@ def split_beside(
     one walk of the body's rest trie (`string_body.beside_body`) splits them and every
     token that starts with no body character; else where a quote or UTF-8 continuation
     bytes do, the tokens that start with one are split by the tables of those tokens less
-    it (`index._Shared`). None where neither, where `at` is a string body or a crossing
-    state, or where the body tables do not tell: the usual paths split it. Words: stays,
-    candidates; and the walk's escapes."""
+    it (`token_tables.SharedTables`). None where neither, where `at` is a string body or a
+    crossing state, or where the body tables do not tell: the usual paths split it. Words:
+    stays, candidates; and the walk's escapes."""
     reads, flat = walker.reads, table.flat
     if walker.follow[at]:
         return None

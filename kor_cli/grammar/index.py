@@ -24,86 +24,26 @@ the packed masks built so far and the live states, so a later process starts fro
 
 from __future__ import annotations
 
-import atexit
-import weakref
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 
 from kor_cli.grammar.bitmask import write_row
-from kor_cli.grammar.disk_cache import blob_key, blob_path, read_arrays, write_arrays
+from kor_cli.grammar.index_cache import index_path, read_index, save_at_exit, write_index
+from kor_cli.grammar.live import live_states
 from kor_cli.grammar.string_body import BodyChains, BodyTokens
-from kor_cli.grammar.table_cache import load_or_build, tables_path
+from kor_cli.grammar.table_cache import tables_path
+from kor_cli.grammar.token_tables import SharedTables, shared_tables
 from kor_cli.grammar.trie import TokenTrie
-from kor_cli.grammar.trie_loops import LoopPrune, LoopSkips
-from kor_cli.grammar.trie_runs import loop_runs
+from kor_cli.grammar.trie_loops import LoopPrune
 from kor_cli.grammar.vocab import TokenizerInfo
 
 FORCED_LIMIT = 256
-_CACHE_FORMAT = "kor-index-v2"
-_MAX_TOKENIZERS = 4
 _MAX_STATES = 1 << 23  # state << 8 | byte must fit an int32 index
 _MAX_RUN_ON = 64  # tokens past a forced string walked one by one; more: a trie walk
 _QUOTE = ord('"')
 _SINGLE_ALL = 1024  # a DFA of at most this many states finds every state's one byte at once
-
-
-class _Shared(NamedTuple):
-    """What every index over one tokenizer shares."""
-
-    trie: TokenTrie
-    body: BodyTokens
-    quoted: BodyTokens  # the tokens that start with a quote, less the quote
-    skips: LoopSkips  # the trie's subtrees a self-looping state allows whole
-    continued: BodyTokens  # the tokens that start with a UTF-8 continuation byte, less it
-
-
-_SHARED: dict[str, _Shared] = {}
-
-
-def _shared(info: TokenizerInfo) -> _Shared:
-    """The trie and string-body tables of `info`, built once (the latest few are kept in
-    memory; all on the disk cache, `table_cache`)."""
-    shared = _SHARED.get(info.fingerprint)
-    if shared is None:
-        tokens, stops = info.token_bytes, info.stop_ids
-
-        def build() -> tuple[TokenTrie, BodyTokens, BodyTokens, LoopSkips, BodyTokens]:
-            quoted = [t[1:] if t and t[0] == _QUOTE else None for t in tokens]
-            body = BodyTokens(tokens, exclude=stops), BodyTokens(quoted, exclude=stops)
-            trie = TokenTrie(tokens, exclude=stops)
-            continued = [t[1:] if t and 0x80 <= t[0] < 0xC0 else None for t in tokens]
-            return trie, *body, LoopSkips(trie), BodyTokens(continued, exclude=stops)
-
-        classes = (TokenTrie, BodyTokens, BodyTokens, LoopSkips, BodyTokens)
-        shared = _Shared(*load_or_build(info.fingerprint, build, classes))
-        if len(_SHARED) >= _MAX_TOKENIZERS:
-            _SHARED.pop(next(iter(_SHARED)))
-        _SHARED[info.fingerprint] = shared
-    return shared
-
-
-def token_trie(info: TokenizerInfo) -> TokenTrie:
-    """The byte trie of `info`'s tokens (stop ids left out), shared per tokenizer; built
-    together with the tokenizer's string-body tables."""
-    return _shared(info).trie
-
-
-def body_tables(info: TokenizerInfo) -> tuple[BodyTokens, BodyTokens, BodyTokens]:
-    """The string-body tables of `info`: of every token; of those that start with a
-    quote, less it; of those that start with a UTF-8 continuation byte, less it."""
-    shared = _shared(info)
-    return shared.body, shared.quoted, shared.continued
-
-
-def shared_nbytes(info: TokenizerInfo) -> int:
-    """Memory held by the tables shared per tokenizer: the trie, string-body tables, loop
-    skips and the loop-run tables built so far."""
-    trie, body, quoted, skips, continued = _shared(info)
-    runs = loop_runs(trie).nbytes
-    tables = body.nbytes + quoted.nbytes + continued.nbytes
-    return trie.nbytes + tables + skips.nbytes + runs
 
 
 class TokenIndex:
@@ -141,7 +81,7 @@ class TokenIndex:
         self._rows: dict[int, np.ndarray] = {}  # state → its packed words as int32 (fills)
         self._bool: dict[int, np.ndarray] = {}
         self._tensors: dict[tuple[int, str], Any] = {}
-        self.cache_path = _cache_path(cache_dir, dfa, info) if cache_dir is not None else None
+        self.cache_path = index_path(cache_dir, dfa, info) if cache_dir is not None else None
         cached = self._load(self.cache_path) if self.cache_path is not None else None
         self._saved = len(self._packed)
         live = cached if cached is not None else live
@@ -162,19 +102,19 @@ class TokenIndex:
         self._ways: dict[int, list[int]] = {}  # state → the bytes it reads (trie walks)
         self._stops = np.asarray(info.stop_ids, dtype=np.int64)
         self._stop_set = frozenset(info.stop_ids)
-        self._tables: _Shared | None = None  # the tokenizer's trie and body tables, on use
+        self._tables: SharedTables | None = None  # the tokenizer's trie and body tables, on use
         self._chain_table: BodyChains | None = None
         self._prune: LoopPrune | None = None  # skips of self-looping states, on first use
         if self.cache_path is not None:
-            _UNSAVED.add(self)
+            save_at_exit(self)
 
     @property
     def _trie(self) -> TokenTrie:
         return self._shared().trie
 
-    def _shared(self) -> _Shared:
+    def _shared(self) -> SharedTables:
         if self._tables is None:
-            self._tables = _shared(self.info)
+            self._tables = shared_tables(self.info)
         return self._tables
 
     @property
@@ -418,17 +358,7 @@ class TokenIndex:
         (atomically; a failed write is skipped)."""
         if self.cache_path is None:
             raise ValueError("this TokenIndex has no cache_dir")
-        states = np.asarray(sorted(self._packed), dtype=np.int32)
-        masks = [self._packed[s] for s in states.tolist()]
-        write_arrays(
-            self.cache_path,
-            {
-                "format": np.asarray(_CACHE_FORMAT),
-                "live": self._live,
-                "states": states,
-                "masks": np.stack(masks) if masks else np.zeros((0, self._words), "<u4"),
-            },
-        )
+        write_index(self.cache_path, self._live, self._packed, self._words)
         self._saved = len(self._packed)
         return self.cache_path
 
@@ -440,59 +370,9 @@ class TokenIndex:
     def _load(self, path: Path) -> np.ndarray | None:
         """Read cached packed masks; returns the cached live states. An unreadable or
         mismatched file is ignored (None)."""
-        data = read_arrays(path)
-        if data is None or not {"format", "live", "states", "masks"} <= data.keys():
+        found = read_index(path, self.num_states, self._words)
+        if found is None:
             return None
-        live, states, masks = data["live"], data["states"], data["masks"]
-        if (
-            str(data["format"]) != _CACHE_FORMAT
-            or live.shape != (self.num_states,)
-            or live.dtype != bool
-            or masks.ndim != 2
-            or masks.shape != (len(states), self._words)
-        ):
-            return None
-        for state, words in zip(states.tolist(), masks.astype("<u4"), strict=True):
-            if 0 <= state < self.num_states:
-                self._packed[state] = words
+        live, packed = found
+        self._packed.update(packed)
         return live
-
-
-_UNSAVED: weakref.WeakSet[TokenIndex] = weakref.WeakSet()
-
-
-def save_cached_indexes() -> None:
-    """Save every disk-cached index that built masks since it was loaded or saved (run at
-    exit, so the next process finds the masks this one built)."""
-    for index in list(_UNSAVED):
-        index.save_if_grown()
-
-
-atexit.register(save_cached_indexes)
-
-
-def live_states(table: np.ndarray, accepting: np.ndarray) -> np.ndarray:
-    """States from which an accepting state is reachable (never the dead state 0)."""
-    rows = np.sort(table, axis=1)  # each state's distinct successors, via sorted rows
-    distinct = np.ones(rows.shape, dtype=bool)
-    distinct[:, 1:] = rows[:, 1:] != rows[:, :-1]
-    distinct &= rows != 0
-    sources, targets = np.nonzero(distinct)[0], rows[distinct]
-    order = np.argsort(targets, kind="stable")
-    sources = sources[order]
-    bounds = np.searchsorted(targets[order], np.arange(len(table) + 1))
-    live = accepting.copy()
-    live[0] = False
-    todo = np.flatnonzero(live).tolist()
-    while todo:
-        state = todo.pop()
-        for prev in sources[bounds[state] : bounds[state + 1]].tolist():
-            if not live[prev]:
-                live[prev] = True
-                todo.append(prev)
-    return live
-
-
-def _cache_path(cache_dir: Path | str, dfa: Any, info: TokenizerInfo) -> Path:
-    key = blob_key(_CACHE_FORMAT, dfa.fingerprint(), info.fingerprint)
-    return blob_path(cache_dir, "index", key, "bin")

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from kor_cli.grammar.index import live_states
+from kor_cli.grammar.live import live_states
 from kor_cli.grammar.rules import Rule, RuleSet
 
 EMPTY = 0  # below the root frame

@@ -17,8 +17,8 @@ from collections.abc import Sequence
 import numpy as np
 
 from kor_cli.grammar.free_string import FreeTokens, free_states
-from kor_cli.grammar.index import body_tables, token_trie
 from kor_cli.grammar.string_body import BodyTokens
+from kor_cli.grammar.token_tables import body_tables, token_trie
 from kor_cli.grammar.vocab import TokenizerInfo
 
 CANDIDATE_LIMIT = 20_000  # tokens walked at once for a dense state's candidates
