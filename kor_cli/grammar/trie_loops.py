@@ -126,8 +126,8 @@ class LoopPrune:
     def _learn(self, fresh: np.ndarray | None) -> None:
         """Find the loop classes of the states `fresh` (distinct, not yet known; None:
         every state)."""
-        if fresh is None:
-            fresh = np.arange(len(self.table))
+        if fresh is None:  # int32 as the table: no widening of every entry to compare
+            fresh = np.arange(len(self.table), dtype=self.table.dtype)
             low = self.table[:, :128]
         else:
             low = self.table[fresh, :128]
