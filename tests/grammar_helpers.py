@@ -14,6 +14,7 @@ from unittest import mock
 import numpy as np
 import pytest
 
+from kor_cli.grammar import index as index_module
 from kor_cli.grammar import trie as trie_module
 
 STRING = "STRING"  # '"' (UTF-8 text without '"', '\\', controls | '\\' escape)* '"'
@@ -22,13 +23,21 @@ DIGITS = "DIGITS"  # [0-9]+
 
 # Each way a trie walk can go, forced: whole levels (dense); only the live nodes, level by
 # level; only the live nodes, depth first, each node's children as one array; depth
-# first handing over to level steps and back every two nodes.
+# first handing over to level steps and back every two nodes; the index's plain-Python
+# walk of every state (`TokenTrie.walk_few`, bisecting for the bytes a state reads where
+# that reads fewer), and that walk giving up at once (then `walk`). The first four switch
+# the plain-Python walk off.
 _WALKS = {
-    "dense": {"_DENSE_SHARE": 0.0},
-    "levels": {"_DENSE_SHARE": 2.0, "_DEPTH_FIRST": -1},
-    "depth-first": {"_DENSE_SHARE": 2.0, "_DEPTH_FIRST": 1 << 30, "_BUDGET": 1 << 30, "_WIDE": 0},
-    "hand-over": {"_DENSE_SHARE": 2.0, "_DEPTH_FIRST": 3, "_BUDGET": 2},
-}
+    "dense": {"_DENSE_SHARE": 0.0, "index.FEW_WORK": 0},
+    "levels": {"_DENSE_SHARE": 2.0, "_DEPTH_FIRST": -1, "index.FEW_WORK": 0},
+    "depth-first": {
+        "_DENSE_SHARE": 2.0, "_DEPTH_FIRST": 1 << 30, "_BUDGET": 1 << 30, "_WIDE": 0,
+        "index.FEW_WORK": 0,
+    },
+    "hand-over": {"_DENSE_SHARE": 2.0, "_DEPTH_FIRST": 3, "_BUDGET": 2, "index.FEW_WORK": 0},
+    "few": {"index.FEW_WORK": 1 << 30, "index._FEW_READS": 256, "_WIDE": 0},
+    "few-gives-up": {"index.FEW_WORK": 1, "index._FEW_READS": 256},
+}  # fmt: skip
 WALKS = pytest.mark.parametrize("walk", list(_WALKS))
 
 
@@ -37,7 +46,10 @@ def walk_mode(walk: str) -> Iterator[None]:
     """Force the trie walk named `walk` (one of `WALKS`) inside the block."""
     with ExitStack() as stack:
         for name, value in _WALKS[walk].items():
-            stack.enter_context(mock.patch.object(trie_module, name, value))
+            module, attr = (
+                (index_module, name[6:]) if name.startswith("index.") else (trie_module, name)
+            )
+            stack.enter_context(mock.patch.object(module, attr, value))
         yield
 
 

@@ -7,19 +7,23 @@ reach an accepting state count as dead, so every allowed token can still be comp
 
 Masks are built lazily on a state's first visit, then kept as packed bitsets (uint32 words,
 little-endian bit order: token i is bit i % 32 of word i // 32), as bool arrays, and as
-torch bool tensors per device. A first visit takes one of three ways, fastest first:
+torch bool tensors per device. A first visit takes one of four ways, fastest first:
 
 - a state with one way on (keys, punctuation): the tokens that are a prefix of its forced
   bytes, plus the few that run past them, walked one by one (no vectorised walk);
+- a state that reads few bytes (digits, a value's first bytes, separators): a depth-first
+  walk of the trie in plain Python (`TokenTrie.walk_few`), given up once it has read a
+  budget of nodes (the live part is large: one of the ways below);
 - a string body (`string_body`): body tokens by their character count, and a walk of the
   small trie of the other tokens; likewise, less their quote, the tokens that open a string
   (a forced `"` followed by too many tokens to walk one by one);
 - otherwise one vectorised walk of the vocabulary's byte trie (`trie.TokenTrie`).
 
 The trie and the string-body tables are built once per tokenizer, on the first mask an
-index has to build, and shared by every index over it. An optional disk cache
-(`disk_cache`, keyed by engine version, DFA fingerprint and tokenizer fingerprint) stores
-the packed masks built so far and the live states, so a later process starts from them.
+index has to build, and shared by every index over it (`token_tables`). An optional disk
+cache (`index_cache`, keyed by engine version, DFA fingerprint and tokenizer fingerprint)
+stores the packed masks built so far and the live states, so a later process starts from
+them.
 """
 
 from __future__ import annotations
@@ -43,6 +47,9 @@ FORCED_LIMIT = 256
 _MAX_STATES = 1 << 23  # state << 8 | byte must fit an int32 index
 _MAX_RUN_ON = 64  # tokens past a forced string walked one by one; more: a trie walk
 _QUOTE = ord('"')
+# a state that reads at most _FEW_READS bytes is walked first in plain Python
+# (`TokenTrie.walk_few`: no numpy call), given up after FEW_WORK nodes and children read
+FEW_WORK, _FEW_READS = 192, 24
 _SINGLE_ALL = 1024  # a DFA of at most this many states finds every state's one byte at once
 
 
@@ -195,6 +202,13 @@ class TokenIndex:
                 mask = self._chain_mask(self._shared().quoted, self._walker[(state << 8) | _QUOTE])
                 if mask is not None:
                     mask[self._trie.token_ids[self._trie.along(b'"')[0]]] = True
+        if mask is None and FEW_WORK and self._reads(state) <= _FEW_READS:
+            found = self._trie.walk_few(self._flat, state, self._ways, FEW_WORK)
+            if found is not None:
+                if self._accepting[state]:
+                    found += self.info.stop_ids
+                self._packed[state] = self._words_of(found)
+                return None
         if mask is None:
             mask = self._chain_mask(self._shared().body, state)
         if mask is None:
@@ -236,12 +250,25 @@ class TokenIndex:
             return None
         end, size = self.walk_bytes(state, forced), len(forced)
         allowed += [at for at in range(lo, hi) if self.walk_bytes(end, trie.tokens[at][size:])]
+        return self._words_of(trie.token_ids[allowed].tolist())
+
+    def _words_of(self, tokens: list[int]) -> np.ndarray:
+        """The packed mask of the token ids `tokens` (few: set bit by bit)."""
         bits: dict[int, int] = {}
-        for token in trie.token_ids[allowed].tolist():
+        for token in tokens:
             bits[token >> 5] = bits.get(token >> 5, 0) | 1 << (token & 31)
         words = np.zeros(self._words, dtype="<u4")
         words[list(bits)] = list(bits.values())
         return words
+
+    def _reads(self, state: int) -> int:
+        """How many bytes lead on from `state` (kept in `_ways`)."""
+        live = self._ways.get(state)
+        if live is None:
+            live = self._ways[state] = (
+                self._flat[state << 8 : (state + 1) << 8].nonzero()[0].tolist()
+            )
+        return len(live)
 
     def precompute_all(self) -> None:
         """Build the packed mask of every state reachable from the start; save if caching.

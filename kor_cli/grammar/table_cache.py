@@ -27,7 +27,7 @@ _FORMAT = "kor-tables-v1"
 _CLASSES: dict[str, type] = {
     "TokenTrie": TokenTrie, "BodyTokens": BodyTokens, "LoopSkips": LoopSkips
 }  # fmt: skip
-_SCRATCH = ("_pool", "_views")  # per-process work buffers: restored empty
+_SCRATCH = ("_pool", "_views", "_dups")  # per-process work buffers: restored empty
 _SOURCE: list[str] = []
 T = TypeVar("T")
 

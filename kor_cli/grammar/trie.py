@@ -18,7 +18,7 @@ a dense walk is pooled and put back all-zero, so a walk allocates nothing large.
 from __future__ import annotations
 
 from bisect import bisect_left
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 
@@ -102,6 +102,7 @@ class TokenTrie:
         self._by_id = 4 * len(ids) > len(token_bytes)
         self._pool: list[np.ndarray] = []  # all-zero state buffers, one per concurrent walk
         self._views: list[tuple[memoryview, ...]] = []  # plain-int reads, made on first use
+        self._dups: list[dict[int, list[int]]] = []  # token → those spelled alike, on use
 
     @property
     def nbytes(self) -> int:
@@ -179,6 +180,60 @@ class TokenTrie:
             nodes, states = kids, kid_states
         self._walk_sparse(transitions, nodes, states, out, prune, pruned, ways)
         self._share(out)
+
+    def walk_few(
+        self, transitions: np.ndarray, state: int, ways: dict[int, list[int]], budget: int
+    ) -> list[int] | None:
+        """The tokens `walk` allows from `state`, by one depth-first walk in plain Python,
+        for a state whose live part of the trie is small (digits, punctuation, a value's
+        first bytes); tokens spelled alike included. None once it has visited and read more
+        than `budget` nodes and children (the caller walks with `walk`): the live part is
+        large. `ways` as in `walk`: a wide node's live children are found by bisecting for
+        the bytes its state reads, where those are fewer than half its children."""
+        if not self._views:
+            self._views.append(tuple(map(int_view, (self.child_start, self.byte, self.node_token))))
+        child_start, byte, node_token = self._views[0]
+        table = int_view(transitions)
+        found: list[int] = []
+        stack: list[tuple[int, int]] = []
+        base, lo, hi = state << 8, 0, self.offsets[1] if self.depth else 0
+        work = 0
+        while True:
+            live = None
+            if hi - lo > _WIDE:
+                live = ways.get(state)
+                if live is None:
+                    live = ways[state] = transitions[base : base + 256].nonzero()[0].tolist()
+                if 2 * len(live) >= hi - lo:
+                    live = None
+            work += 1 + (hi - lo if live is None else len(live))
+            if work > budget:
+                return None
+            kids: Iterable[int] = range(lo, hi)
+            if live is not None:  # the children on the bytes the state reads
+                kids = [
+                    k for v in live if (k := bisect_left(byte, v, lo, hi)) < hi and byte[k] == v
+                ]
+            for kid in kids:
+                nxt = table[base | byte[kid]]
+                if nxt:
+                    stack.append((kid, nxt))
+                    token = node_token[kid]
+                    if token >= 0:
+                        found.append(token)
+            if not stack:
+                break
+            node, state = stack.pop()
+            base, lo, hi = state << 8, child_start[node], child_start[node + 1]
+        if len(self.same_ids):
+            if not self._dups:
+                dups: dict[int, list[int]] = {}
+                for token, first in zip(self.same_ids.tolist(), self.same_as.tolist(), strict=True):
+                    dups.setdefault(first, []).append(token)
+                self._dups.append(dups)
+            dups = self._dups[0]
+            found += [more for token in found if token in dups for more in dups[token]]
+        return found
 
     def _share(self, out: np.ndarray) -> None:
         """Tokens spelled like an earlier one share its fate (found by its end node)."""
