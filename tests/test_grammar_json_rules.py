@@ -20,11 +20,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kor_cli.errors import GrammarError
+from kor_cli.grammar import compile as compile_module
+from kor_cli.grammar import dfa_cache, json_rules, shared_rules
+from kor_cli.grammar.ast import NOTHING
 from kor_cli.grammar.compile import Grammar, GrammarOptions, compile_json_schema, serialize
 from kor_cli.grammar.json_location import LocationSpace, reorder
 from kor_cli.grammar.json_refs import Resolver
+from kor_cli.grammar.json_rule_walk import substitute
 from kor_cli.grammar.pushdown import PushdownGrammar, PushdownMatcher
-from kor_cli.grammar.rules import RuleSet
+from kor_cli.grammar.rules import RuleSet, call
 from kor_cli.grammar.vocab import TokenizerInfo
 from kor_cli.testing import RECURSIVE_NAMES, recursive_schema
 
@@ -426,3 +430,43 @@ def test_random_recursive_schemas_generate_valid_texts(schema: Any, rng: random.
             assert matches(grammar, data.decode())
     except GrammarError as error:  # a rule built when first reached can be past max_states
         assert "too large" in str(error)
+
+
+def _rule_prints(schema: Any) -> dict[int, tuple[str, list[Any]]]:
+    """Every reachable rule's DFA fingerprint and calls, built afresh (caches cleared)."""
+    compile_module._cache.clear()
+    dfa_cache.clear()
+    shared_rules.clear()
+    rules = compile_json_schema(schema).rules
+    assert rules is not None
+    out = {}
+    for k in rules.reachable_rules():
+        rule = rules.rule(k)
+        out[k] = (rule.dfa.fingerprint(), sorted(rule.calls.items()))
+    return out
+
+
+@pytest.mark.parametrize("name", RECURSIVE_NAMES)
+def test_bodies_share_one_call_marker_per_callee(
+    name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    schema = recursive_schema(name, closed=True)
+    made: list[int] = []
+
+    def counted(rule_id: int) -> Any:
+        made.append(rule_id)
+        return call(rule_id)
+
+    monkeypatch.setattr(json_rules, "call", counted)
+    shared = _rule_prints(schema)
+    assert sorted(made) == sorted(set(made))  # each callee's marker made once
+    assert set(made) == {c for _, calls in shared.values() for p in calls for c, _ in p[1]}
+
+    def fresh(self: json_rules.RuleBook, rule: int) -> Any:  # a new marker at every call
+        def leaf(c: Any) -> Any:
+            return call(c.rule) if self.productive(c.rule) else NOTHING
+
+        return substitute(self.body(rule), leaf, self._settled)
+
+    monkeypatch.setattr(json_rules.RuleBook, "resolved", fresh)
+    assert _rule_prints(schema) == shared  # the same rules, to the byte

@@ -87,6 +87,7 @@ class RuleBook(Productivity):
         self.shared: dict[int, Hashable] = {}  # schema-independent rule -> its memo key
         self._root_view: Callable[[], Node] | None = None  # the start call's own view
         self._outer: tuple[Key, Key, list[Part], Node] | None = None  # last outermost conj
+        self._markers: dict[int, Node] = {}  # callee -> its call marker (`resolved`)
 
     def conj(self, parts: list[Part], loc: Location, build: Callable[[], Node]) -> Node:
         """`build()`, or a call to the rule of this conjunction if it recurses."""
@@ -275,10 +276,14 @@ class RuleBook(Productivity):
         return [self.names[r] for r in rules if not self._decided[r] and r in recursive]
 
     def resolved(self, rule: int) -> Node:
-        """The body of `rule` with calls to productive rules as call markers, others removed."""
+        """The body of `rule` with calls to productive rules as call markers, others removed
+        (one marker node per callee, shared by every body: nodes may be shared)."""
 
         def leaf(c: Call) -> Node:
-            return call(c.rule) if self.productive(c.rule) else NOTHING
+            found = self._markers.get(c.rule)
+            if found is None:
+                found = self._markers[c.rule] = call(c.rule) if self.productive(c.rule) else NOTHING
+            return found
 
         return substitute(self.body(rule), leaf, self._settled)
 
