@@ -9,6 +9,7 @@ transitions as a sparse row ({target: class mask}, as `refine.sparse_rows`), rea
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from itertools import islice
 
 from kor_cli.errors import GrammarError
 from kor_cli.grammar.limits import check
@@ -59,32 +60,41 @@ def subsets(
     unions: dict[frozenset[int], int] = {}
     by_target = [0] * len(edges)  # the subset reached on a transition into one NFA state
     rows: list[dict[int, int]] = [{}]
-    i = 1
-    while i < len(sets):
+    for i, subset in enumerate(islice(sets, 1, None), 1):  # (`sets` grows meanwhile)
         if not i & 255:
             check()
-        subset = sets[i]
-        parts: Sequence[tuple[int, int | tuple[int, ...]]]
-        if type(subset) is int:
-            parts = edges[subset]
-            if len(parts) > 1 and not _disjoint(parts):
-                parts = _split((subset,), edges, full)
-        else:
-            parts = _split(subset, edges, full)
         row: dict[int, int] = {}
         rows.append(row)
-        for mask, targets in parts:
-            if type(targets) is int or len(targets) == 1:
-                t = targets if type(targets) is int else targets[0]
+        if type(subset) is int:  # most: one NFA state, its edges disjoint (targets: states)
+            parts = edges[subset]
+            if len(parts) < 2 or _disjoint(parts):
+                for mask, t in parts:
+                    target = by_target[t]
+                    if not target:  # (`_number` inline: most targets are new singletons)
+                        sub = t if not eps[t] and edges[t] else closure(t)
+                        target = ids.get(sub)
+                        if target is None:
+                            target = ids[sub] = len(sets)
+                            if target >= max_states:
+                                raise GrammarError(_too_many(max_states))
+                            sets.append(sub)
+                        by_target[t] = target
+                    if target in row:
+                        row[target] |= mask
+                    else:
+                        row[target] = mask
+                continue
+            split = _split((subset,), edges, full)
+        else:
+            split = _split(subset, edges, full)
+        for mask, targets in split:
+            if len(targets) == 1:
+                (t,) = targets
                 target = by_target[t]
-                if not target:  # (`_number` inline: most targets are new singletons)
-                    sub = t if not eps[t] and edges[t] else closure(t)
-                    target = ids.get(sub)
-                    if target is None:
-                        if len(sets) >= max_states:
-                            raise GrammarError(_too_many(max_states))
-                        target = ids[sub] = len(sets)
-                        sets.append(sub)
+                if not target:
+                    target = _number(
+                        t if not eps[t] and edges[t] else closure(t), ids, sets, max_states
+                    )
                     by_target[t] = target
             else:
                 key = frozenset(targets)
@@ -97,7 +107,6 @@ def subsets(
                 row[target] |= mask
             else:
                 row[target] = mask
-        i += 1
     return [s == accept if type(s) is int else accept in s for s in sets], rows
 
 
