@@ -17,7 +17,7 @@ from typing import Any
 import jsonschema
 import numpy as np
 
-from kor_cli.grammar.fsm import ByteDFA
+from kor_cli.grammar.byte_dfa import ByteDFA
 from kor_cli.grammar.json_key_witness import shortest
 from kor_cli.grammar.surface import TokenizerInfo
 

@@ -13,7 +13,8 @@ from kor_cli.errors import GrammarError
 from kor_cli.grammar import dfa_cache
 from kor_cli.grammar import fsm as fsm_module
 from kor_cli.grammar.ast import ALL_BYTES, Automaton, Bytes, Node, alt, literal, repeat, seq
-from kor_cli.grammar.fsm import ByteDFA, compile_ast
+from kor_cli.grammar.byte_dfa import ByteDFA
+from kor_cli.grammar.fsm import compile_ast
 from kor_cli.grammar.rules import Rule, _markers, call, split_calls
 
 

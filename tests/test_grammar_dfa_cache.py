@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from kor_cli.grammar import dfa_cache
 from kor_cli.grammar.ast import Node, alt, literal, repeat, seq
-from kor_cli.grammar.fsm import ByteDFA, compile_ast
+from kor_cli.grammar.byte_dfa import ByteDFA
+from kor_cli.grammar.fsm import compile_ast
 
 LIMIT = 1 << 20
 

@@ -17,8 +17,9 @@ from test_grammar_json_schema import random_text
 
 from kor_cli.errors import GrammarError
 from kor_cli.grammar.ast import Automaton, difference
+from kor_cli.grammar.byte_dfa import ByteDFA
 from kor_cli.grammar.compile import compile_json_schema
-from kor_cli.grammar.fsm import ByteDFA, compile_ast
+from kor_cli.grammar.fsm import compile_ast
 from kor_cli.grammar.json_formats import FORMATS
 from kor_cli.grammar.json_schema import STRICT
 from kor_cli.grammar.json_values import quoted

@@ -23,8 +23,9 @@ from kor_cli.grammar.ast import (
     repeat,
     seq,
 )
+from kor_cli.grammar.byte_dfa import ByteDFA, minimal
 from kor_cli.grammar.charset import ALL, utf8
-from kor_cli.grammar.fsm import ByteDFA, compile_ast, minimal, product
+from kor_cli.grammar.fsm import compile_ast, product
 from kor_cli.grammar.json_numbers import int_range, integer_bounds, multiple_of, number_range
 from kor_cli.grammar.json_values import format_number
 

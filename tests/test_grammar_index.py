@@ -375,8 +375,8 @@ def test_schema_dfas_are_trimmed_and_untrimmed_dfas_still_pruned() -> None:
 def test_tables_read_unaligned_from_the_disk_cache_still_walk() -> None:
     """A DFA read back from the disk cache may sit at any byte offset; skipping the pruning
     copy must not leave a memoryview that cannot read it."""
+    from kor_cli.grammar.byte_dfa import ByteDFA
     from kor_cli.grammar.compile import compile_regex
-    from kor_cli.grammar.fsm import ByteDFA
     from kor_cli.grammar.rules import Rule
     from kor_cli.grammar.stacks import rule_table
 

@@ -15,12 +15,12 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from kor_cli.errors import GrammarError
+from kor_cli.grammar.byte_dfa import ByteDFA
 from kor_cli.grammar.compile import (
     GrammarOptions,
     compile_json_schema,
     serialize,
 )
-from kor_cli.grammar.fsm import ByteDFA
 from kor_cli.grammar.json_location import LocationSpace, reorder
 from kor_cli.grammar.json_refs import Resolver
 

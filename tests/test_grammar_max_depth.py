@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 
 from kor_cli.grammar import json_values
 from kor_cli.grammar.ast import alt, literal
-from kor_cli.grammar.fsm import ByteDFA, compile_ast
+from kor_cli.grammar.byte_dfa import ByteDFA
+from kor_cli.grammar.fsm import compile_ast
 
 JSON = st.recursive(
     st.none() | st.booleans() | st.integers(-99, 99) | st.text('a[]{}"\\,:', max_size=4),

@@ -10,7 +10,8 @@ from hypothesis import given, settings
 from kor_cli.grammar import dfa_cache
 from kor_cli.grammar import fsm as fsm_module
 from kor_cli.grammar.ast import Node, alt, difference, intersect, literal, repeat, seq
-from kor_cli.grammar.fsm import ByteDFA, compile_ast
+from kor_cli.grammar.byte_dfa import ByteDFA
+from kor_cli.grammar.fsm import compile_ast
 from tests.test_grammar_dfacore import LIMIT, check_language, embedded, trees
 
 

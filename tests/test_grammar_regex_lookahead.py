@@ -12,8 +12,9 @@ from hypothesis import given, reject, settings
 from hypothesis import strategies as st
 
 from kor_cli.errors import GrammarError
+from kor_cli.grammar.byte_dfa import ByteDFA
 from kor_cli.grammar.compile import compile_json_schema
-from kor_cli.grammar.fsm import ByteDFA, compile_ast
+from kor_cli.grammar.fsm import compile_ast
 from kor_cli.grammar.json_values import json_char
 from kor_cli.grammar.regex import UTF8, Dialect, fullmatch, search
 

@@ -10,7 +10,8 @@ from rule_strategies import CALL_TREES
 
 from kor_cli.errors import GrammarError
 from kor_cli.grammar.ast import Node, alt, literal, opt, repeat, seq
-from kor_cli.grammar.fsm import ByteDFA, compile_ast
+from kor_cli.grammar.byte_dfa import ByteDFA
+from kor_cli.grammar.fsm import compile_ast
 from kor_cli.grammar.rules import Rule, call, split_calls
 
 

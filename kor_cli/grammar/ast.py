@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from kor_cli.grammar.fsm import ByteDFA
+    from kor_cli.grammar.byte_dfa import ByteDFA
 
 ALL_BYTES = (1 << 256) - 1
 

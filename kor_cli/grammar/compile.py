@@ -15,7 +15,8 @@ from typing import Any, Literal, TypeVar
 
 from kor_cli.errors import GrammarError
 from kor_cli.grammar.ast import Node, alt, literal
-from kor_cli.grammar.fsm import ByteDFA, compile_ast
+from kor_cli.grammar.byte_dfa import ByteDFA
+from kor_cli.grammar.fsm import compile_ast
 from kor_cli.grammar.gc_pause import paused
 from kor_cli.grammar.json_files import Loader, prefix_loader, sibling_loader
 from kor_cli.grammar.json_schema import SchemaCompiler

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 from kor_cli.grammar.ast import Alt, Automaton, Bytes, Join, Node, Product, Repeat, Seq, children
 
 if TYPE_CHECKING:
-    from kor_cli.grammar.fsm import ByteDFA
+    from kor_cli.grammar.byte_dfa import ByteDFA
 
 _MAX_INTERNED = 2_000_000  # structural keys remembered (then forgotten all at once)
 _MAX_CACHED_STATES = 400_000  # DFA states kept by the cache (about 1 KiB each)

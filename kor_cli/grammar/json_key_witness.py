@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterator
 
 import numpy as np
 
-from kor_cli.grammar.fsm import ByteDFA
+from kor_cli.grammar.byte_dfa import ByteDFA
 
 MAX_TRIES = 4096  # joined keys checked at most
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 import numpy as np
 
 from kor_cli.grammar.ast import Alt, Automaton, Bytes, Node, Product, Seq
-from kor_cli.grammar.fsm import ByteDFA, empty_dfa
+from kor_cli.grammar.byte_dfa import ByteDFA, empty_dfa
 from kor_cli.grammar.json_rule_walk import Call, container, size
 from kor_cli.grammar.json_rules import RuleBook
 from kor_cli.grammar.json_values import string_node

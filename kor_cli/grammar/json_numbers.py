@@ -33,7 +33,8 @@ from kor_cli.grammar.ast import (
     repeat,
     seq,
 )
-from kor_cli.grammar.fsm import ByteDFA, compile_ast, minimal, product
+from kor_cli.grammar.byte_dfa import ByteDFA, minimal
+from kor_cli.grammar.fsm import compile_ast, product
 from kor_cli.grammar.json_values import format_number
 from kor_cli.grammar.limits import check
 from kor_cli.grammar.shared_rules import once

@@ -45,7 +45,8 @@ from collections.abc import Callable, Hashable
 from typing import Any
 
 from kor_cli.grammar.ast import NOTHING, Node
-from kor_cli.grammar.fsm import ByteDFA, compile_ast
+from kor_cli.grammar.byte_dfa import ByteDFA
+from kor_cli.grammar.fsm import compile_ast
 from kor_cli.grammar.json_keywords import Part
 from kor_cli.grammar.json_location import Location
 from kor_cli.grammar.json_productive import Productivity

@@ -56,7 +56,8 @@ from kor_cli.grammar.ast import (
     is_nothing,
     literal,
 )
-from kor_cli.grammar.fsm import ByteDFA, compile_ast
+from kor_cli.grammar.byte_dfa import ByteDFA
+from kor_cli.grammar.fsm import compile_ast
 from kor_cli.grammar.json_applicators import distribute
 from kor_cli.grammar.json_defer import DeferPolicy
 from kor_cli.grammar.json_factor import OneOfFactor

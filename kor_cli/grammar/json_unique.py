@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from kor_cli.grammar.ast import Alt, Automaton, Bytes, Node, Repeat, Seq, literal, repeat, seq
-from kor_cli.grammar.fsm import ByteDFA, minimal
+from kor_cli.grammar.byte_dfa import ByteDFA, minimal
 from kor_cli.grammar.json_terminals import surely_nonempty
 
 if TYPE_CHECKING:

@@ -26,7 +26,7 @@ from kor_cli.grammar import charset as cs
 from kor_cli.grammar.ast import ALL_BYTES, Automaton, Bytes, Node, alt, literal, repeat, seq
 
 if TYPE_CHECKING:
-    from kor_cli.grammar.fsm import ByteDFA
+    from kor_cli.grammar.byte_dfa import ByteDFA
 from kor_cli.grammar.charset import Ranges
 from kor_cli.grammar.shared_rules import once
 

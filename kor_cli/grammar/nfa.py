@@ -20,7 +20,7 @@ from kor_cli.grammar.call_markers import BASE, DIGIT0, MARK, WIDTH
 from kor_cli.grammar.limits import check
 
 if TYPE_CHECKING:
-    from kor_cli.grammar.fsm import ByteDFA
+    from kor_cli.grammar.byte_dfa import ByteDFA
 
 
 class NFA:

@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 
 from kor_cli.errors import GrammarError
+from kor_cli.grammar.byte_dfa import ByteDFA
 from kor_cli.grammar.compile import Grammar
 from kor_cli.grammar.disk_cache import (
     blob_key,
@@ -41,7 +42,6 @@ from kor_cli.grammar.disk_cache import (
     read_arrays,
     write_arrays,
 )
-from kor_cli.grammar.fsm import ByteDFA
 from kor_cli.grammar.rules import Rule, RuleSet
 
 _FORMAT = "kor-rule-cache-v1"

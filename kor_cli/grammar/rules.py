@@ -48,8 +48,9 @@ import numpy as np
 
 from kor_cli.errors import GrammarError
 from kor_cli.grammar.ast import Node, literal
+from kor_cli.grammar.byte_dfa import ByteDFA
 from kor_cli.grammar.call_markers import BASE, DIGIT0, MARK, WIDTH
-from kor_cli.grammar.fsm import ByteDFA, compile_ast
+from kor_cli.grammar.fsm import compile_ast
 from kor_cli.grammar.shared_rules import shared_rule
 
 MAX_RULES = BASE**WIDTH  # rule ids are 0 .. MAX_RULES - 1
@@ -120,14 +121,14 @@ _split_memo: weakref.WeakKeyDictionary[ByteDFA, Rule] = weakref.WeakKeyDictionar
 
 
 def _split(dfa: ByteDFA) -> Rule:
-    split = getattr(dfa, "split", None)  # the builder's (`fsm.ByteDFA`): made so
+    split = getattr(dfa, "split", None)  # the builder's (`byte_dfa.ByteDFA`): made so
     if split is not None:
         rows, accepting, calls = split()
         if not accepting.any():
             raise GrammarError("a rule matches nothing")
         return Rule(ByteDFA.made(rows, accepting, 1), MappingProxyType(calls), pruned=True)
     table = np.asarray(dfa.transitions, dtype=np.int32)
-    marks = getattr(dfa, "marks", None)  # the builder's (`fsm.ByteDFA`), or read here
+    marks = getattr(dfa, "marks", None)  # the builder's (`byte_dfa.ByteDFA`), or read here
     found, inside, reads_digits = (*marks, ()) if marks is not None else _markers(table)
     if getattr(dfa, "trimmed", False):
         # minimal: every state is reachable, so by bytes and returns all but the markers'

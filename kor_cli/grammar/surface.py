@@ -66,6 +66,7 @@ from kor_cli.grammar.bitmask import (
     unpack_row,
     write_row,
 )
+from kor_cli.grammar.byte_dfa import ByteDFA
 from kor_cli.grammar.compile import (
     Grammar,
     GrammarOptions,
@@ -82,7 +83,7 @@ from kor_cli.grammar.disk_cache import (
     usable_root,
     write_arrays,
 )
-from kor_cli.grammar.fsm import ByteDFA, compile_ast
+from kor_cli.grammar.fsm import compile_ast
 from kor_cli.grammar.index import FORCED_LIMIT, TokenIndex
 from kor_cli.grammar.jump import ForcedTokenizer, complete_utf8_prefix, jump_forward
 from kor_cli.grammar.matcher import GrammarMatcher as DfaMatcher

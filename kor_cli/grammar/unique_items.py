@@ -38,7 +38,7 @@ from typing import Any
 
 import numpy as np
 
-from kor_cli.grammar.fsm import ByteDFA
+from kor_cli.grammar.byte_dfa import ByteDFA
 
 _NUMBER = re.compile(r"(-?)([0-9]+)(?:\.([0-9]+))?(?:[eE]([+-]?[0-9]+))?")
 _PUMP_TRIES = 64  # cycles tried per strongly connected component

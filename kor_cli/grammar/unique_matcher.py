@@ -22,8 +22,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from kor_cli.grammar.bitmask import pack_bool_mask
+from kor_cli.grammar.byte_dfa import ByteDFA
 from kor_cli.grammar.frame_rows import ids_of_words
-from kor_cli.grammar.fsm import ByteDFA
 from kor_cli.grammar.index import TokenIndex
 from kor_cli.grammar.pushdown import FORCED_LIMIT, MAX_STACKS, PushdownGrammar, PushdownMatcher
 from kor_cli.grammar.stacks import Config
