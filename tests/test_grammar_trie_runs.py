@@ -7,6 +7,7 @@ from contextlib import ExitStack
 from unittest import mock
 
 import numpy as np
+import pytest
 from grammar_helpers import WALKS, ToyDFA, brute_allowed, walk_mode
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -40,6 +41,14 @@ def test_runs_and_exits_match_their_definition(
         exits, states = runs.expand(
             transitions.ravel(), loops, np.asarray([node]), np.asarray([1]), out
         )
+        # the scalar path (every state is 1; the class's key given) finds the same
+        one = np.zeros(len(tokens), dtype=bool)
+        key = trie_runs.class_key(loops)
+        got = runs.expand(
+            transitions.ravel(), loops, np.asarray([node]), np.asarray([1]), one, 1, key
+        )
+        assert np.array_equal(got[0], exits) and np.array_equal(got[1], states)
+        assert np.array_equal(one, out)
         out[trie.same_ids] = out[trie.same_as]  # as a walk ends: equal tokens share a fate
         path = _path(trie, node)
         want_exits = {
@@ -69,11 +78,15 @@ def _forced_runs() -> ExitStack:
 
 
 @WALKS
+@pytest.mark.parametrize("one_state", [True, False])
 @settings(max_examples=100, deadline=None)
 @given(dfa=looping_dfas(), tokens=TOKENS)
-def test_walks_by_runs_equal_brute_force(walk: str, dfa: ToyDFA, tokens: list[bytes]) -> None:
+def test_walks_by_runs_equal_brute_force(
+    walk: str, one_state: bool, dfa: ToyDFA, tokens: list[bytes]
+) -> None:
     info = TokenizerInfo([None, *tokens], stop_ids=[0], vocab_size=len(tokens) + 3)
-    with walk_mode(walk), _forced_runs():
+    one = mock.patch.object(trie_loops, "ONE_STATE", one_state)
+    with walk_mode(walk), _forced_runs(), one:
         index = TokenIndex(dfa, info)
         for state in range(dfa.num_states):
             want = brute_allowed(dfa, info.token_bytes, info.stop_ids, state)

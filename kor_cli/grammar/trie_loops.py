@@ -30,7 +30,7 @@ from kor_cli.grammar.trie import (
     preorder,
     token_ranges,
 )
-from kor_cli.grammar.trie_runs import loop_runs
+from kor_cli.grammar.trie_runs import class_key, loop_runs
 
 _FOLD = np.where((np.arange(256) > 0) & (np.arange(256) < 128), np.arange(256), 0)
 
@@ -101,6 +101,7 @@ _LEARN_ALL = 2048  # a DFA of at most this many states learns every loop class a
 # at most _RUN_MAX_SHARE of it (more: nearly every token is a run token, and a whole-level
 # walk finds them faster)
 _RUN_NODES, _BUILD_SHARE, _RUN_MAX_SHARE = 256, 0.01, 0.4
+ONE_STATE = True  # a frontier in one state takes the scalar path (False: the array path)
 
 
 class LoopPrune:
@@ -120,6 +121,7 @@ class LoopPrune:
         self.loops = np.zeros(len(table), dtype=bool)  # the state loops on some byte
         self.known = np.zeros(len(table), dtype=bool)  # the states learnt so far
         self.all_known = len(table) <= _LEARN_ALL  # small DFAs: every state at once
+        self._classes: dict[int, tuple[np.ndarray, bytes]] = {}  # state → class, its key
         if self.all_known:
             self._learn(None)
 
@@ -152,20 +154,63 @@ class LoopPrune:
             known = self.known.take(states)
             if not known.all():
                 self._learn(np.unique(states[~known]))
-        if not self.loops.take(states).any():
+        one = None  # the frontier's one state, if it has one
+        if ONE_STATE and len(states) and states[0] == states[-1] and (states == states[0]).all():
+            one = int(states[0])
+            if not self.loops[one]:
+                return nodes, states
+            outside = self.skips.low.take(nodes) & self.not_low[one]
+            outside |= self.skips.high.take(nodes) & self.not_high[one]
+        elif not self.loops.take(states).any():
             return nodes, states
-        outside = self.skips.low.take(nodes) & self.not_low.take(states)
-        outside |= self.skips.high.take(nodes) & self.not_high.take(states)
+        else:
+            outside = self.skips.low.take(nodes) & self.not_low.take(states)
+            outside |= self.skips.high.take(nodes) & self.not_high.take(states)
         whole = outside == 0
         if not whole.any():
             return nodes, states
-        if whole.any():
-            done = nodes[whole]
-            spans = expand_spans(self.skips.first.take(done), self.skips.last.take(done) + 1)
-            out[self.trie.token_ids.take(spans)] = True
-            keep = ~whole
-            nodes, states = nodes[keep], states[keep]
+        done = nodes[whole]
+        spans = expand_spans(self.skips.first.take(done), self.skips.last.take(done) + 1)
+        out[self.trie.token_ids.take(spans)] = True
+        keep = ~whole
+        nodes, states = nodes[keep], states[keep]
+        if one is not None:
+            return self._runs_one(nodes, states, one, out)
         return self._runs(nodes, states, out)
+
+    def _class(self, state: int) -> tuple[np.ndarray, bytes]:
+        """The bytes `state` loops on (bool [256]) and their class key, once per state."""
+        found = self._classes.get(state)
+        if found is None:
+            loops = self.table[state] == state
+            found = self._classes[state] = (loops, class_key(loops))
+        return found
+
+    def _takes_runs(self, size: int, loops: np.ndarray, key: bytes | None) -> bool:
+        """Whether nodes of `size` subtree nodes in one state of class `loops` go by runs."""
+        share = size / max(self.trie.num_nodes, 1)
+        return _RUN_NODES <= size <= _RUN_MAX_SHARE * self.trie.num_nodes and (
+            share >= _BUILD_SHARE or self.runs.known(loops, key)
+        )
+
+    def _runs_one(
+        self, nodes: np.ndarray, states: np.ndarray, state: int, out: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """`_runs` of a frontier all in `state` (a looping one): the same nodes and exits,
+        in the same order, with scalar reads of the state."""
+        looping = self.trie.child_count.take(nodes) > 0
+        if not looping.any():
+            return nodes, states
+        mine = nodes[looping]
+        size = int(self.trie.subtree.take(mine).sum())
+        loops, key = self._class(state)
+        if not self._takes_runs(size, loops, key):
+            return nodes, states
+        exits, exit_states = self.runs.expand(
+            self.flat, loops, mine, states[looping], out, state, key
+        )
+        keep = ~looping
+        return np.concatenate((nodes[keep], exits)), np.concatenate((states[keep], exit_states))
 
     def _runs(
         self, nodes: np.ndarray, states: np.ndarray, out: np.ndarray
@@ -183,10 +228,7 @@ class LoopPrune:
             mine = looping & (states == state)
             size = int(sizes[mine].sum())
             loops = self.table[state] == state
-            share = size / max(self.trie.num_nodes, 1)
-            if not _RUN_NODES <= size <= _RUN_MAX_SHARE * self.trie.num_nodes or (
-                share < _BUILD_SHARE and not self.runs.known(loops)
-            ):
+            if not self._takes_runs(size, loops, None):
                 keep |= mine
                 continue
             exits = self.runs.expand(self.flat, loops, nodes[mine], states[mine], out)

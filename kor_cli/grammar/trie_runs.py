@@ -131,9 +131,10 @@ class LoopRuns:
             arrays += (table.exits, table.exit_keys)
         return sum(a.nbytes for a in arrays)
 
-    def known(self, loops: np.ndarray) -> bool:
-        """True when the class `loops` (bool [256]) has its tables already."""
-        return np.packbits(loops).tobytes() in self._tables
+    def known(self, loops: np.ndarray, key: bytes | None = None) -> bool:
+        """True when the class `loops` (bool [256]; `key`: its `class_key`, when known)
+        has its tables already."""
+        return (class_key(loops) if key is None else key) in self._tables
 
     def expand(
         self,
@@ -142,12 +143,16 @@ class LoopRuns:
         nodes: np.ndarray,
         states: np.ndarray,
         out: np.ndarray,
+        state: int | None = None,
+        key: bytes | None = None,
     ) -> tuple[np.ndarray, np.ndarray]:
         """For `nodes` in `states`, states that all loop on the class `loops`: allow their
         own tokens, run tokens and the tokens at their live exits in `out`; returns those
-        exits and their states, to walk on from."""
+        exits and their states, to walk on from. `state`: every one of `states` is this
+        state (the exits' transitions read without repeating it per exit); `key`: the
+        class's `class_key`, when known."""
         order = self._order_of()
-        tables = self._tables_of(order, loops)
+        tables = self._tables_of(order, loops, key)
         trie = self.trie
         at = tables.began.take(nodes).astype(np.int64) << 32 | order.pre.take(nodes)
         past = at + trie.subtree.take(nodes)  # the key just past the subtree's
@@ -161,17 +166,22 @@ class LoopRuns:
         lo, hi = np.searchsorted(keys, at), np.searchsorted(keys, past)
         spots = expand_spans(lo, hi)
         exits = tables.exits.take(spots)
-        bases = np.repeat(states << 8, hi - lo)
+        one = state is not None
+        bases = None if one else np.repeat(states << 8, hi - lo)
         outside = ~loops.take(trie.byte.take(nodes))
         if outside.any():  # their children outside the class are exits too
-            heads, base = nodes[outside], states[outside] << 8
+            heads = nodes[outside]
             first = trie.child_start.take(heads)
             kids = expand_spans(first, trie.child_start.take(heads + 1))
-            bases_kids = np.repeat(base, trie.child_count.take(heads))
             leave = ~loops.take(trie.byte.take(kids))
             exits = np.concatenate((exits, kids[leave]))
-            bases = np.concatenate((bases, bases_kids[leave]))
-        index = bases | trie.byte.take(exits)
+            if not one:
+                bases_kids = np.repeat(states[outside] << 8, trie.child_count.take(heads))
+                bases = np.concatenate((bases, bases_kids[leave]))
+        if one:  # one state: its row of the table, read at the exits' bytes
+            index = trie.byte.take(exits) + np.int64(state << 8)
+        else:
+            index = bases | trie.byte.take(exits)
         exit_states = transitions.take(index)
         live = (exit_states != 0).nonzero()[0]
         exits = exits.take(live)
@@ -184,8 +194,8 @@ class LoopRuns:
             self._order = _Order(self.trie)
         return self._order
 
-    def _tables_of(self, order: _Order, loops: np.ndarray) -> RunTables:
-        key = np.packbits(loops).tobytes()
+    def _tables_of(self, order: _Order, loops: np.ndarray, key: bytes | None = None) -> RunTables:
+        key = class_key(loops) if key is None else key
         found = self._tables.get(key)
         if found is None:
             path = self._path(key)
@@ -206,6 +216,11 @@ class LoopRuns:
         if not _SOURCE:
             _SOURCE.append(hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:16])
         return self._store.with_name(f"{self._store.stem}-runs-{_SOURCE[0]}-{key.hex()}.bin")
+
+
+def class_key(loops: np.ndarray) -> bytes:
+    """The key of the class `loops` (bool [256]) among a trie's class tables."""
+    return np.packbits(loops).tobytes()
 
 
 _RUNS: weakref.WeakKeyDictionary[TokenTrie, LoopRuns] = weakref.WeakKeyDictionary()
