@@ -34,7 +34,8 @@ from typing import Any
 
 import numpy as np
 from _common import add_out_argument, out_path, write_results
-from engine_adapters import Kor, LLGuidance, stats_us, timed_compile, walk
+from engine_adapters import Kor, LLGuidance
+from engine_timing import stats_us, timed_compile, walk
 from grammar_masks import continuation
 from json_schema_suite import SUITE_DIR as JSTS
 from schemastore import CORPUS, label_holds, names

@@ -1,24 +1,19 @@
-"""The engines the benchmarks compare, behind one small interface, and how they are timed.
+"""The engines the benchmarks compare, behind one small interface.
 
 Each adapter is built once per tokenizer (`Engine(tokenizer, info)`, its tokenizer setup) and
 has `compile(schema)` (schema → compiled grammar, caches cleared) and `matcher(compiled)` →
 an object with `fill(buf)` (a caller-owned int32 bitmask [ceil(V/32)]) and `accept(token)`.
 `Kor` is kor-cli through its matcher surface (`compile_grammar` over `compile_json_schema`,
 disk cache off); XGrammar, llguidance and outlines-core are the competitors (the `bench`
-extra). `measure` is the cold/warm walk protocol that engines.py, engines_recursive.py and
-any_value.py share.
+extra). How they are timed is `engine_timing.py`.
 """
 
 from __future__ import annotations
 
 import argparse
-import gc
 import importlib.util
 import json
 import os
-import statistics
-import time
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -34,7 +29,6 @@ from kor_cli.grammar.unique_matcher import unique_token_sets
 
 ENGINES = ("kor", "xgrammar", "llguidance", "outlines")
 COMPETITORS = ENGINES[1:]
-SLOW_COMPILE_S = 2.0  # above this, compile once instead of --repeats times
 MODULES = {"xgrammar": "xgrammar", "llguidance": "llguidance", "outlines": "outlines_core"}
 PACKAGES = {
     "kor": "kor-cli",
@@ -296,155 +290,3 @@ def vocab_agreement(engines: dict[str, Any], info: TokenizerInfo) -> dict[str, A
             "different_bytes": len(differ),
         }
     return out
-
-
-def stats_us(values: list[float]) -> dict[str, float]:
-    if not values:
-        return {}
-    arr = np.asarray(values) * 1e6
-    return {
-        "median": round(float(np.median(arr)), 2),
-        "mean": round(float(arr.mean()), 2),
-        "p99": round(float(np.percentile(arr, 99)), 2),
-        "max": round(float(arr.max()), 1),
-        "n": len(values),
-    }
-
-
-# -- timing: compile, first mask, cold and warm walks --------------------------------------
-def timed_compile(engine: Any, schema: Any, words: int) -> tuple:
-    """Seconds to compile and to the first mask, the compiled grammar and the matcher that
-    made the first mask."""
-    gc.collect()
-    t0 = time.perf_counter()
-    compiled = engine.compile(schema)
-    t1 = time.perf_counter()
-    matcher = engine.matcher(compiled)
-    matcher.fill(np.zeros(words, dtype=np.int32))
-    t2 = time.perf_counter()
-    return t1 - t0, t2 - t0, compiled, matcher
-
-
-def median_stats(runs: list[dict[str, float]]) -> dict[str, float]:
-    """Each statistic's median over the repeated runs."""
-    if not runs or not runs[0]:
-        return {}
-    return {k: round(statistics.median(r[k] for r in runs), 2) for k in runs[0]}
-
-
-def walk(engine_matcher: Any, sequence: list[int], words: int, keep: np.ndarray | None) -> tuple:
-    """Mask then accept along `sequence`; per-step seconds (wall clock: fills, accepts), the
-    step it stopped at (the first rejection; None) and each fill's process CPU seconds
-    (`time.process_time` around the wall clock's reads: a step another process preempted
-    counts only its own work)."""
-    buf = np.zeros(words, dtype=np.int32)
-    fills, accepts, cpu_fills = [], [], []
-    rejected = None
-    clock, cpu = time.perf_counter, time.process_time
-    for step, token in enumerate(sequence):
-        used = cpu()
-        start = clock()
-        engine_matcher.fill(buf)
-        mid = clock()
-        used = cpu() - used
-        ok = engine_matcher.accept(token)
-        end = clock()
-        fills.append(mid - start)
-        cpu_fills.append(used)
-        accepts.append(end - mid)
-        if keep is not None:
-            keep[step] = buf
-        if not ok:
-            rejected = step
-            break
-    return fills, accepts, rejected, cpu_fills
-
-
-def measure(
-    engine: Any,
-    schema: Any,
-    sequences: list[list[int]],
-    words: int,
-    repeats: int,
-    instances: int = 0,
-) -> tuple[dict[str, Any], Any, list[np.ndarray]]:
-    """One engine on one schema: `repeats` fresh compiles (a compile over SLOW_COMPILE_S runs
-    once and its grammar is walked again), each followed by a cold walk of every sequence
-    (the first on the matcher that made the first mask), then a warm walk of them all.
-    Returns the results (medians over the repeats), the last compiled grammar, and the
-    first repeat's masks per sequence (int32 [steps, words]). With `instances`, the cold
-    statistics of the first `instances` sequences alone too. A refusal raises."""
-    compile_s: list[float] = []
-    first_s: list[float] = []
-    cold: list[dict[str, float]] = []
-    cold_cpu: list[dict[str, float]] = []
-    cold_instances: list[dict[str, float]] = []
-    accepts: list[float] = []
-    kept: list[np.ndarray] = []
-    rejected: list[list[int]] = []
-    for rep in range(repeats):
-        if rep == 0 or compile_s[-1] <= SLOW_COMPILE_S:
-            c, f, compiled, first_matcher = timed_compile(engine, schema, words)
-            compile_s.append(c)
-            first_s.append(f)
-        else:
-            first_matcher = engine.matcher(compiled)
-        fills: list[float] = []
-        cpu_fills: list[float] = []
-        for seq_no, seq in enumerate(sequences):
-            keep = np.zeros((len(seq), words), dtype=np.int32) if rep == 0 else None
-            matcher = first_matcher if seq_no == 0 else engine.matcher(compiled)
-            fl, ac, rej, fc = walk(matcher, seq, words, keep)
-            fills += fl
-            cpu_fills += fc
-            accepts += ac
-            if seq_no + 1 == instances:
-                cold_instances.append(stats_us(fills))
-            if keep is not None:
-                kept.append(keep[: len(fl)])
-                if rej is not None:
-                    rejected.append([seq_no, rej, seq[rej]])
-        cold.append(stats_us(fills))
-        cold_cpu.append(stats_us(cpu_fills))
-    warm: list[float] = []
-    for seq in sequences:
-        warm += walk(engine.matcher(compiled), seq, words, None)[0]
-    result: dict[str, Any] = {
-        "compile_ms": round(statistics.median(compile_s) * 1e3, 3),
-        "first_mask_ms": round(statistics.median(first_s) * 1e3, 3),
-        "compile_runs": len(compile_s),
-        "cold_walks": len(cold),
-        "mask_us_cold": median_stats(cold),
-        "mask_us_cold_cpu": median_stats(cold_cpu),
-    }
-    if instances:
-        result["mask_us_cold_instances_only"] = median_stats(cold_instances)
-    result["mask_us_warm"] = stats_us(warm)
-    result["accept_us"] = stats_us(accepts)
-    result["rejected"] = rejected  # [sequence, step, token] where its matcher said no
-    return result, compiled, kept
-
-
-def random_walk(
-    matcher: Any,
-    stops: list[int],
-    rng: np.random.Generator,
-    cap: int,
-    done: Callable[[], bool] | None = None,
-) -> list[int]:
-    """Tokens a kor-cli matcher allows (`allowed_mask`, `accept_token`), chosen uniformly,
-    stopping (when one of `stops` is allowed) with probability 0.3, until `done()` (default:
-    `matcher.is_terminated()`) or `cap` tokens."""
-    ids: list[int] = []
-    done = done or matcher.is_terminated
-    while len(ids) < cap and not done():
-        allowed = matcher.allowed_mask().copy()
-        can_stop = bool(allowed[stops].any())
-        allowed[stops] = False
-        if can_stop and (rng.random() < 0.3 or not allowed.any()):
-            token = stops[0]
-        else:
-            token = int(rng.choice(np.flatnonzero(allowed)))
-        matcher.accept_token(token)
-        ids.append(token)
-    return ids

@@ -27,7 +27,10 @@ Per engine × schema × tokenizer:
   packed mask) and is timed alone, then the token is accepted (timed apart). "cold": the
   walk right after a compile (our lazily built states are first visits in it); "warm": the
   same walk again. Compile, first mask and the cold statistics are medians over --repeats
-  fresh compiles (a compile over 2 s runs once and its grammar is walked again). Each fill
+  fresh compiles (a compile over 2 s runs once and its grammar is walked again), the
+  engines interleaved (each repeat runs every engine in turn, the order rotating; since
+  session 20), and `paired_cold_ratio` is per competitor the median over repeats of our
+  cold mean over theirs in the same repeat. Each fill
   is timed on the wall clock and in process CPU time (`mask_us_cold_cpu`, every engine
   alike): on a shared machine a step another process preempted (a 4 ms time slice) lands
   in the wall mean of whichever engine was running; the CPU mean counts only the work.
@@ -47,7 +50,7 @@ Per engine × schema × tokenizer:
 
     python benchmarks/engines.py [--tokenizers qwen ...] [--walks 6] [--repeats 5]
 
-The engine adapters and the timing protocol are `engine_adapters.py` (shared with
+The engine adapters are `engine_adapters.py`, the timing protocol `engine_timing.py` (shared with
 `engines_recursive.py`: a tree and JSON-RPC-like nested params on our pushdown matcher, and
 `any_value.py`); the brute-force check is `engines_oracle.py`, tables and chart
 `engines_report.py`.
@@ -77,9 +80,9 @@ from engine_adapters import (
     add_engines_argument,
     chosen_engines,
     kor_memory,
-    measure,
     vocab_agreement,
 )
+from engine_timing import measure_engines, paired_ratios
 from engines_oracle import BruteForce, check
 from engines_report import goals, groups, markdown, plot
 from grammar_masks import INSTANCES, SCHEMAS, continuation, index_walk
@@ -126,21 +129,20 @@ def bench_schema(
     }
     masks: dict[str, list[np.ndarray]] = {}
     compiled_by: dict[str, Any] = {}
-    for ename, engine in engines.items():
-        try:
-            result, compiled, kept = measure(
-                engine, schema, sequences, words, repeats, instances=n_instances
-            )
-        except Exception as error:  # an engine refusing a schema is a result, not a crash
-            row["engines"][ename] = {"error": f"{type(error).__name__}: {error}"[:300]}
+    runs = measure_engines(engines, schema, sequences, words, repeats, instances=n_instances)
+    for ename, run in runs.items():
+        if run.error is not None:
+            row["engines"][ename] = {"error": run.error}
             continue
+        result = run.result(sequences, words, n_instances)
         if ename == "kor":
-            result |= kor_memory(compiled)
+            result |= kor_memory(run.compiled)
         elif ename == "xgrammar":
-            result["compiled_mb"] = round(compiled.memory_size_bytes / 1e6, 3)
-        compiled_by[ename] = compiled
-        masks[ename] = kept
+            result["compiled_mb"] = round(run.compiled.memory_size_bytes / 1e6, 3)
+        compiled_by[ename] = run.compiled
+        masks[ename] = run.kept
         row["engines"][ename] = result
+    row["paired_cold_ratio"] = paired_ratios(row["engines"])
 
     row["correctness"] = check(name, schema, sequences, masks, oracle, info, engines, compiled_by)
     return row

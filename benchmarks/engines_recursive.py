@@ -12,8 +12,12 @@ which runs these on the pushdown matcher; disk cache off), time to first mask, p
 time along the token sequences (the instances tokenized mid-text, then the stop token, plus
 seeded random walks over our allowed tokens), each step filling a caller-owned int32 bitmask
 [ceil(V/32)]: "cold" right after a compile, "warm" the same walk again; accept time.
-Compile, first mask and the cold statistics are medians over --repeats compiles (5: the
-same as engines.py; 3 before 2026-12-01). Each fill is also timed in process CPU time
+Compile, first mask and the cold statistics are medians over --repeats compiles (9 since
+session 20; 5 before, 3 before 2026-12-01), the engines interleaved (`engine_timing.py`: each
+repeat runs every engine in turn, in a rotating order; before session 20 one engine's repeats
+ran after another's, and a swing of this machine's speed could land on one engine alone).
+`paired_cold_ratio`: per competitor, the median over repeats of our cold mean over theirs in
+the same repeat. Each fill is also timed in process CPU time
 (`mask_us_cold_cpu`, every engine alike): a step another process preempted counts only its
 own work, so the CPU mean is robust to the shared machine's load where the wall mean is not.
 
@@ -22,7 +26,7 @@ tokens only we allow, tokens only they allow (a few examples kept). Our masks' e
 tested against a brute-force reference simulation in tests/test_grammar_pushdown.py.
 
     python benchmarks/engines_recursive.py [--tokenizers qwen ...] [--engines kor llguidance ...]
-        [--walks 4] [--repeats 5]
+        [--walks 4] [--repeats 9]
 
 Writes `--out` (default benchmarks/out/engines_recursive.json, untracked) and prints a table.
 The machine is shared (2 cores, five engineers): timings are noisy.
@@ -41,14 +45,8 @@ from typing import Any
 
 import numpy as np
 from _common import add_out_argument, out_path
-from engine_adapters import (
-    ENGINE_CLASSES,
-    PACKAGES,
-    add_engines_argument,
-    chosen_engines,
-    measure,
-    random_walk,
-)
+from engine_adapters import ENGINE_CLASSES, PACKAGES, add_engines_argument, chosen_engines
+from engine_timing import measure_engines, paired_ratios, random_walk
 from grammar_masks import continuation
 
 from kor_cli.grammar.compile import serialize
@@ -138,27 +136,26 @@ def bench(
     sequences += [random_walk(GrammarMatcher(walker), stops, rng, 150) for _ in range(walks)]
     row: dict[str, Any] = {"schema": name, "steps": sum(map(len, sequences)), "engines": {}}
     masks: dict[str, list[np.ndarray]] = {}
-    for ename, engine in engines.items():
-        try:
-            result, _, kept = measure(engine, schema, sequences, words, repeats)
-        except Exception as error:  # an engine refusing a schema is a result, not a crash
-            row["engines"][ename] = {"error": f"{type(error).__name__}: {error}"[:300]}
+    for ename, run in measure_engines(engines, schema, sequences, words, repeats).items():
+        if run.error is not None:
+            row["engines"][ename] = {"error": run.error}
             continue
-        row["engines"][ename] = result
-        masks[ename] = kept
+        row["engines"][ename] = run.result(sequences, words, 0)
+        masks[ename] = run.kept
+    row["paired_cold_ratio"] = paired_ratios(row["engines"])
     row["agreement"] = {e: agreement(masks["kor"], masks[e], info) for e in masks if e != "kor"}
     return row
 
 
 def table(report: dict[str, Any]) -> str:
     head = "| tokenizer | schema | engine | compile ms | first mask ms | mask µs mean cold / warm |"
-    lines = [head + " cold CPU | warm p99 µs |", "|---|---|---|---|---|---|---|---|"]
+    lines = [head + " cold CPU | warm p99 µs | ours / theirs, paired |", "|---" * 9 + "|"]
     for tname, part in report["tokenizers"].items():
         for row in part["schemas"]:
             for ename, r in row["engines"].items():
                 if "error" in r:
                     lines.append(
-                        f"| {tname} | {row['schema']} | {ename} | {r['error'][:60]} | | | | |"
+                        f"| {tname} | {row['schema']} | {ename} | {r['error'][:60]} | | | | | |"
                     )
                     continue
                 lines.append(
@@ -166,7 +163,8 @@ def table(report: dict[str, Any]) -> str:
                     f" | {r['first_mask_ms']}"
                     f" | {r['mask_us_cold'].get('mean')} / {r['mask_us_warm'].get('mean')}"
                     f" | {r.get('mask_us_cold_cpu', {}).get('mean')}"
-                    f" | {r['mask_us_warm'].get('p99')} |"
+                    f" | {r['mask_us_warm'].get('p99')}"
+                    f" | {row.get('paired_cold_ratio', {}).get(ename, '')} |"
                 )
     return "\n".join(lines)
 
@@ -177,7 +175,7 @@ def main() -> None:
     parser.add_argument("--schemas", nargs="+", choices=list(SCHEMAS), default=list(SCHEMAS))
     add_engines_argument(parser)
     parser.add_argument("--walks", type=int, default=4, help="random walks per schema")
-    parser.add_argument("--repeats", type=int, default=5, help="compiles per engine × schema")
+    parser.add_argument("--repeats", type=int, default=9, help="compiles per engine × schema")
     add_out_argument(parser, "engines_recursive.json")
     args = parser.parse_args()
     args.out = out_path(args)

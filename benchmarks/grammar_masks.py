@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 from _common import add_out_argument, out_path, write_results
-from engine_adapters import random_walk
+from engine_timing import random_walk
 
 from kor_cli.grammar.compile import compile_json_schema, serialize
 from kor_cli.grammar.index import TokenIndex
@@ -61,7 +61,7 @@ def continuation(tokenizer: Any, info: TokenizerInfo, text: str) -> list[int]:
 
 
 def index_walk(index: TokenIndex, rng: np.random.Generator, cap: int = 300) -> list[int]:
-    """A seeded random walk over the tokens a DFA's index allows (engine_adapters.random_walk)."""
+    """A seeded random walk over the tokens a DFA's index allows (engine_timing.random_walk)."""
     matcher = GrammarMatcher(index)
     stops = list(index.info.stop_ids)
     return random_walk(matcher, stops, rng, cap, done=lambda: matcher.is_finished)
