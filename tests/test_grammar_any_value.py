@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_grammar_pushdown import TOY, check_along
+from pushdown_toys import TOY, check_along
 
 from kor_cli.grammar.compile import GrammarOptions, compile_json_schema, serialize
 from kor_cli.grammar.json_containers import ANY_RULE
