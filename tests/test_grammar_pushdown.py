@@ -53,10 +53,11 @@ def test_toy_masks_equal_the_reference(name: str) -> None:
 
 @pytest.mark.parametrize("name", GRAMMARS)
 def test_escape_reads_by_the_top_frame_equal_the_stack_walks(name: str) -> None:
-    """`_read_longer` and `_then` read by the top frames' tables where they can (popping
-    frames at final states), one walk for suffixes sharing their first two bytes: the same
-    answers as stepping the stacks, on every stack met along sample texts (twice: the second
-    on warm stacks)."""
+    """`_read_longer` and the bytes after a byte (`_bytes_of` the position `_after` it)
+    read by the top frames' tables where they can (popping frames at final states; a frame
+    that calls or can end by its closure over CONTEXT, `_local`), one walk for suffixes
+    sharing their first two bytes: the same answers as stepping the stacks, on every stack
+    met along sample texts (twice: the second on warm stacks)."""
     rules = rules_of(GRAMMARS[name])
     grammar = PushdownGrammar(rules, TOY)
     stacks = grammar.stacks
@@ -80,10 +81,13 @@ def test_escape_reads_by_the_top_frame_equal_the_stack_walks(name: str) -> None:
                 assert sorted(read) == want, (stack, byte)
         for stack in sorted(met):
             bits = stacks.next_bytes((stack,))
+            assert grammar._next_bytes(stack) == bits, stack
             for byte in range(256):
-                if bits >> byte & 1:
+                first = grammar._after(stacks.frame(stack), byte)
+                assert (first is not None) == bool(bits >> byte & 1), (stack, byte)
+                if first is not None:
                     want = stacks.next_bytes(stacks.step(stack, byte))
-                    assert grammar._then(stack, byte) == want, (stack, byte)
+                    assert grammar._bytes_of(first) == want, (stack, byte)
 
 
 def test_a_text_of_the_language_is_accepted_token_by_token() -> None:

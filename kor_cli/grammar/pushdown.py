@@ -31,7 +31,7 @@ from kor_cli.grammar.frame_escapes import FrameMask
 from kor_cli.grammar.frame_masks import FrameMasks
 from kor_cli.grammar.matcher import HistoryMatcher
 from kor_cli.grammar.rules import RuleSet
-from kor_cli.grammar.stacks import CONTEXT, EMPTY, Config, Stacks
+from kor_cli.grammar.stacks import CONTEXT, EMPTY, REACHES_CONTEXT, Config, Stacks
 from kor_cli.grammar.vocab import TokenizerInfo
 
 FORCED_LIMIT = 256
@@ -63,6 +63,7 @@ class PushdownGrammar:
         self._stack_masks: dict[int, np.ndarray] = {}
         self._seconds: dict[tuple[int, int], _BySecond] = {}  # (state << 8 | byte, rule)
         self._escaped: dict[tuple[int, int, frozenset[int]], np.ndarray] = {}
+        self._locals: dict[tuple[int, int], tuple[int, bool]] = {}  # `_local`
         self._masks: dict[Config, np.ndarray] = {}
         self._rows: dict[Config, np.ndarray] = {}  # the same masks as int32 views
         self._nothing = np.zeros(self.frames.words, dtype="<u4")
@@ -181,12 +182,14 @@ class PushdownGrammar:
         """Add to `read` the tokens of the suffixes of two bytes or more in `escapes` (each
         starting with `byte`, which `stack` reads) that `stack` reads whole. Most fail at
         their second byte (`,\\n` where a value must follow) and many end there: both told
-        by the bytes after `byte` (`_then`) without a walk; the rest read on from the
-        position after their first two bytes, found once per second byte (`_after`)."""
-        _, seconds, groups = escapes
-        then = self._then(stack, byte) & seconds
-        first: Any = None
+        by the bytes after `byte` (`_bytes_of` the position after it) without a walk; the
+        rest read on from the position after their first two bytes (`_after`)."""
         after = self._after
+        first = after(self.stacks.frame(stack) if stack > CONTEXT else None, byte)
+        if first is None:
+            return
+        _, seconds, groups = escapes
+        then = self._bytes_of(first) & seconds
         while then:
             second = then.bit_length() - 1
             then ^= 1 << second
@@ -194,8 +197,6 @@ class PushdownGrammar:
             read += ends
             if not longer:
                 continue
-            if first is None:
-                first = after(self.stacks.frame(stack) if stack > CONTEXT else None, byte)
             at_second = after(first, second)
             for suffix, tokens in longer.items():
                 at = at_second
@@ -206,34 +207,47 @@ class PushdownGrammar:
                 else:
                     read += tokens
 
-    def _then(self, stack: int, byte: int) -> int:
-        """The bytes that can come after `byte` (which `stack` reads), as a 256-bit int:
-        by the top frame's table alone where its state neither calls a rule nor can end
-        (the next state's bytes, or the stack below's where that state is final: popped),
-        else by the stacks."""
-        if stack > CONTEXT:
-            rule_id, state, below = self.stacks.frame(stack)
-            table = self.stacks.table(rule_id)
-            if not (table.accepting[state] or state in table.calls):
-                after = table.flat[state << 8 | byte]
-                if after and not (table.accepting[after] or after in table.calls):
-                    return table.byte_set(after)
-                if after and table.final[after]:
-                    return self._next_bytes(below)
-        out = 0
-        for top in self.stacks.step(stack, byte):
-            out |= self._next_bytes(top)
-        return out
+    def _bytes_of(self, at: Any) -> int:
+        """The bytes that can come next from a position of `_after` (not None): a frame
+        tuple's by `_bytes_at`, a configuration's by the stacks."""
+        if type(at) is not tuple:
+            return self.stacks.next_bytes(at)
+        return self._bytes_at(*at)
 
     def _next_bytes(self, stack: int) -> int:
-        """`stacks.next_bytes` of one stack: where its top frame neither accepts nor calls,
-        the bytes of its state (no closure made for a stack met first here)."""
-        if stack > CONTEXT:
-            rule_id, state, _ = self.stacks.frame(stack)
-            table = self.stacks.table(rule_id)
-            if not (table.accepting[state] or state in table.calls):
-                return table.byte_set(state)
-        return self.stacks.next_bytes((stack,))
+        """`stacks.next_bytes` of one stack, by its top frame (`_bytes_at`)."""
+        if stack <= CONTEXT:
+            return 0
+        return self._bytes_at(*self.stacks.frame(stack))
+
+    def _bytes_at(self, rule_id: int, state: int, below: int) -> int:
+        """The bytes that can come next from frame (rule, state) over the stack `below`:
+        its state's where it neither calls a rule nor can end, else its closure's
+        (`_local`: no stack interned for a stack met first here) and, where that closure
+        pops, those of the stack below."""
+        table = self.stacks.tables[rule_id]
+        if not (table.accepting[state] or state in table.calls):
+            return table.byte_set(state)
+        bits, pops = self._local(rule_id, state)
+        return bits | self._next_bytes(below) if pops else bits
+
+    def _local(self, rule_id: int, state: int) -> tuple[int, bool]:
+        """Frame (rule, state)'s closure without its caller (over CONTEXT): the bytes its
+        tops read and whether it pops (reaches CONTEXT). The same under any caller, so made
+        once per frame: a stack's closure is its top frame's tops over the stack below
+        (their top frames, so their bytes, are the same) and, where the frame pops, the
+        closure of the stack below."""
+        key = rule_id, state
+        found = self._locals.get(key)
+        if found is None:
+            stacks = self.stacks
+            tops, flags = stacks.closure(stacks.push(CONTEXT, rule_id, state))
+            bits = 0
+            for top in tops:
+                top_rule, top_state, _ = stacks.frame(top)
+                bits |= stacks.tables[top_rule].byte_set(top_state)
+            found = self._locals[key] = bits, bool(flags & REACHES_CONTEXT)
+        return found
 
     def _after(self, at: Any, byte: int) -> Any:
         """Where reading `byte` from `at` leads (None: nowhere). A position is a frame
@@ -246,14 +260,15 @@ class PushdownGrammar:
         if type(at) is not tuple:
             return stacks.step_config(at, byte) or None
         rule_id, state, below = at
-        table = stacks.table(rule_id)
+        tables = stacks.tables
+        table = tables[rule_id]
         while table.accepting[state] or state in table.calls:
             if not table.final[state]:
                 return stacks.step(stacks.push(below, rule_id, state), byte) or None
             if below <= CONTEXT:  # nothing reads on past the grammar's or context's end
                 return None
             rule_id, state, below = stacks.frame(below)
-            table = stacks.table(rule_id)
+            table = tables[rule_id]
         state = table.flat[state << 8 | byte]
         return (rule_id, state, below) if state else None
 

@@ -101,6 +101,7 @@ class Stacks:
     def __init__(self, rules: RuleSet) -> None:
         self.rules = rules
         self._tables: dict[int, RuleTable] = {}
+        self.tables = self._tables  # read-only: a frame's rule always has its table (`push`)
         self._frames: list[tuple[int, int, int]] = [(-1, 0, EMPTY), (-1, 0, CONTEXT)]
         self._ids: dict[tuple[int, int, int], int] = {}
         self._closures: dict[int, tuple[tuple[int, ...], int]] = {
