@@ -1,6 +1,7 @@
 """Pushdown matcher on the real tokenizers: masks equal the reference simulation's, a
 call-free grammar gives TokenIndex's masks, split SchemaStore schemas give their DFA's masks;
-rule masks come back from the disk cache; string escape groups are kept per tokenizer."""
+rule masks come back from the disk cache; escape groups are kept per tokenizer (a string
+value's) or shared by frames with equal rows (a frame's own)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,8 @@ import pytest
 from pushdown_toys import GRAMMARS, TOY, TREE, check_along, rules_of, sample_texts
 
 from kor_cli.grammar.compile import GrammarOptions, compile_json_schema
+from kor_cli.grammar.frame_chain import shared_groups
+from kor_cli.grammar.frame_escapes import FrameMask
 from kor_cli.grammar.index import TokenIndex
 from kor_cli.grammar.index_cache import save_cached_indexes
 from kor_cli.grammar.matcher import GrammarMatcher as DfaMatcher
@@ -136,3 +139,34 @@ def test_a_string_values_escape_groups_are_kept_per_tokenizer(
             assert grammar._grouped(frame, byte) == _by_second(frame, byte)
         found.append(grammar._grouped(frame, bits.bit_length() - 1))
     assert found[0] is found[1]
+
+
+@pytest.mark.parametrize("name", TOKENIZER_NAMES)
+def test_a_frames_own_escape_groups_are_shared_by_equal_rows(
+    name: str, tokenizer_info_factory
+) -> None:
+    # frames whose escape rows are their own (after a value nested in arrays: Qwen's `]]`,
+    # `],` ...): their groups by second byte equal `_by_second`'s, and a frame with the same
+    # rows in other arrays reads the same object
+    info = tokenizer_info_factory(name)
+    value = {"anyOf": [{"type": "array", "items": {"$ref": "#/$defs/v"}}, {"type": "integer"}]}
+    schema = {"type": "array", "items": {"$ref": "#/$defs/v"}, "$defs": {"v": value}}
+    grammar = PushdownGrammar(compile_json_schema(schema, GrammarOptions()).rules, info)
+    met = 0
+    for text in (b"[[0", b"[[1", b"[[[3", b"[0,[1"):
+        matcher = PushdownMatcher(grammar)
+        assert matcher.accept_bytes(text)
+        matcher.packed_mask()
+        for stack in matcher.config:
+            frame = grammar.frames.get(*grammar.stacks.frame(stack)[:2])
+            bits = frame.escape_bytes if shared_groups(frame) is None else 0
+            for byte in (b for b in range(256) if bits >> b & 1):
+                found = grammar._grouped(frame, byte)
+                assert found == _by_second(frame, byte)
+                same = FrameMask(
+                    frame.stays, frame.ends, frame.tokens.copy(), frame.offsets.copy(),
+                    frame.firsts.copy(), frame.token_bytes, frame.escape_bytes,
+                )  # fmt: skip
+                assert grammar._grouped(same, byte) is found
+                met += 1
+    assert met or name != "qwen"
