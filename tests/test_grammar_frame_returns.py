@@ -55,16 +55,23 @@ def frames_both_ways(rules: RuleSet, info: TokenizerInfo, rule_ids: list[int]) -
 
 
 def assert_frames_equal(
-    rules: RuleSet, info: TokenizerInfo, rule_ids: list[int], name: str, fast_path, baseline
+    rules: RuleSet,
+    info: TokenizerInfo,
+    rule_ids: list[int],
+    name: str,
+    fast_path,
+    baseline,
+    module=frame_masks,
 ) -> None:
-    """Build every frame of `rule_ids` with `frame_masks.<name>` patched to `fast_path`, then
-    to `baseline`, and assert the two builds equal state by state."""
-    with mock.patch.object(frame_masks, name, fast_path):
+    """Build every frame of `rule_ids` with `module.<name>` (`frame_masks`' by default)
+    patched to `fast_path`, then to `baseline`, and assert the two builds equal state by
+    state."""
+    with mock.patch.object(module, name, fast_path):
         fast = FrameMasks(Stacks(rules), info)
         for rule_id in rule_ids:
             for state in range(len(fast.stacks.table(rule_id).table)):
                 fast.get(rule_id, state)
-    with mock.patch.object(frame_masks, name, baseline):
+    with mock.patch.object(module, name, baseline):
         slow = FrameMasks(Stacks(rules), info)
         for rule_id in rule_ids:
             for state in range(len(slow.stacks.table(rule_id).table)):
@@ -174,6 +181,78 @@ def test_call_reader_decides_as_the_simulation_on_qwen(schema: str, tokenizer_in
     rules = schema_rules(schema)
     info = tokenizer_info_factory("qwen")
     assert frames_with_and_without_reader(rules, info, rules.reachable_rules()) > 0
+
+
+def frames_with_and_without_returns(
+    rules: RuleSet, info: TokenizerInfo, rule_ids: list[int]
+) -> int:
+    """Build every frame of `rule_ids` with `byte_offsets` following callees' returns
+    (`frame_offsets.RETURNS`) and without (those tokens left to `read_calls` and the
+    simulation), assert them equal and return how many returns were read to a decision."""
+    decided = 0
+    returned = frame_offsets._returned
+
+    def counting(back, q, data, at):
+        nonlocal decided
+        way = returned(back, q, data, at)
+        decided += way != frame_offsets.OPEN
+        return way
+
+    with mock.patch.object(frame_offsets, "_returned", counting):
+        assert_frames_equal(rules, info, rule_ids, "RETURNS", True, False, frame_offsets)
+    return decided
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(rules_and_tokens())
+def test_byte_offsets_returns_decide_as_the_reader_on_drawn_rules(drawn) -> None:
+    rules, token_bytes = drawn
+    frames_with_and_without_returns(rules, TokenizerInfo(token_bytes), reachable(rules))
+
+
+def returning_rules() -> RuleSet:
+    """Rule 0: `{`, members `"key":value` apart by `,`, `}` (keys of `a`-`e`, several bytes a
+    state: no `next_frame`); rule 1, the value: `""` or `1`, each ending in a final state. A
+    token past a value's end (`":"","` from a key's body) returns into rule 0."""
+    key = seq(literal('"'), repeat(alt(*(literal(c) for c in "abcde")), 0, None), literal('"'))
+    member = seq(key, literal(":"), call(1))
+    members = seq(member, repeat(seq(literal(","), member), 0, None))
+    bodies = {0: seq(literal("{"), members, literal("}")), 1: alt(literal('""'), literal("1"))}
+    return RuleSet(0, lambda k: compile_ast(bodies[k]))
+
+
+PIECES = [b"{", b"}", b'"', b":", b",", b"1", b"a", b"x", b'""', b'":', b'",']
+PAST_VALUES = st.tuples(  # a key's end, a value or part of one, then anything
+    st.sampled_from([b'":', b'a":', b'"a":']),
+    st.sampled_from([b'""', b"1", b'"', b""]),
+    st.lists(st.sampled_from(PIECES), max_size=3).map(b"".join),
+).map(b"".join)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.one_of(PAST_VALUES, st.lists(st.sampled_from(PIECES), min_size=1, max_size=5)
+                          .map(b"".join)), min_size=5, max_size=120))  # fmt: skip
+def test_byte_offsets_returns_decide_as_the_reader_on_drawn_tokens(tokens) -> None:
+    frames_with_and_without_returns(returning_rules(), TokenizerInfo(tokens), [0, 1])
+
+
+def test_byte_offsets_returns_decide_tokens_past_a_value() -> None:
+    # from a key's body: `":"","a` stays (the value `""` returns, `,"a` is read by rule 0),
+    # `":"",x` and `":1x` die, `":1}` reaches rule 0's final state (left to the reader)
+    tokens = [bytes([b]) for b in b'{}",:1abx'] + [b'":"","a', b'":"",x', b'":1x', b'":1}']
+    assert frames_with_and_without_returns(returning_rules(), TokenizerInfo(tokens), [0, 1]) >= 3
+
+
+@pytest.mark.parametrize("schema", ["tree", "rpc"])
+def test_byte_offsets_returns_decide_as_the_reader_on_qwen(
+    schema: str, tokenizer_info_factory
+) -> None:
+    # rpc: `":"","` (stays: its value `""` returns before `,"`) and `":"",\n` (dies) after
+    # a key's closing quote; tree's recursion is closed on the root: no such return
+    rules = schema_rules(schema)
+    info = tokenizer_info_factory("qwen")
+    decided = frames_with_and_without_returns(rules, info, rules.reachable_rules())
+    assert (decided > 0) == (schema == "rpc")
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
