@@ -145,17 +145,23 @@ class FrameMasks:
 
     def get(self, rule_id: int, state: int) -> FrameMask:
         """The frame mask of (rule, state)."""
-        found = self._masks.get((rule_id, state))
-        if found is None:
+        masks, key = self._masks, (rule_id, state)
+        found = masks.get(key)
+        if found is not None:
+            return found
+        same = self._same.get(rule_id)
+        if same is None:
             same = self.same_rule(rule_id)
-            found = self._masks.get((same, state))
-            if found is None:
-                self.building.add((same, state))
-                try:
-                    found = self._masks[(same, state)] = self._shared(same, state)
-                finally:
-                    self.building.discard((same, state))
-            self._masks[(rule_id, state)] = found
+        built = key if same == rule_id else (same, state)  # under the first of its kind
+        found = None if built is key else masks.get(built)
+        if found is None:
+            building = self.building
+            building.add(built)
+            try:
+                found = masks[built] = self._shared(same, state)
+            finally:
+                building.discard(built)
+        masks[key] = found
         return found
 
     def _shared(self, rule_id: int, state: int) -> FrameMask:
