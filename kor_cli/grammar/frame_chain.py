@@ -203,32 +203,41 @@ def literal_frame(
     budget = _NODES
     while todo:  # (a trie node, the state its bytes lead to from `state`, those bytes)
         node, at, text = todo.pop()
-        token = node_token[node]
-        if token >= 0:
-            found.append(token)
-            if token in same:
-                found += same[token]
-        lo, hi = child_start[node], child_start[node + 1]
-        if lo == hi:  # no token goes on
-            continue
-        if final[at]:  # the frame ends here and only here: the caller reads the rest
-            ending.append(text)
-            continue
-        nexts = reads[at]
-        budget -= 1
-        if follow[at] or len(nexts) >= BODY_READS or budget < 0:
-            return None  # tokens go on where the frame may call or end, or into a body
-        base = at << 8
-        if hi - lo <= len(nexts):  # the node's children the state reads
-            for child in range(lo, hi):
-                to = flat[base | bytes_[child]]
-                if to:
-                    todo.append((child, to, text + _ONE[bytes_[child]]))
-            continue
-        for byte in nexts:  # the state's bytes the node has a child for
-            child = bisect_left(bytes_, byte, lo, hi)
-            if child < hi and bytes_[child] == byte:
-                todo.append((child, flat[base | byte], text + _ONE[byte]))
+        while True:  # down a literal's chain (one byte a state) without the stack
+            token = node_token[node]
+            if token >= 0:
+                found.append(token)
+                if token in same:
+                    found += same[token]
+            lo, hi = child_start[node], child_start[node + 1]
+            if lo == hi:  # no token goes on
+                break
+            if final[at]:  # the frame ends here and only here: the caller reads the rest
+                ending.append(text)
+                break
+            nexts = reads[at]
+            budget -= 1
+            if follow[at] or len(nexts) >= BODY_READS or budget < 0:
+                return None  # tokens go on where the frame may call or end, or into a body
+            base = at << 8
+            if len(nexts) == 1:  # the one child it reads, next (as popped next from `todo`)
+                byte = nexts[0]
+                child = lo if hi - lo == 1 else bisect_left(bytes_, byte, lo, hi)
+                if child < hi and bytes_[child] == byte:
+                    node, at, text = child, flat[base | byte], text + _ONE[byte]
+                    continue
+                break
+            if hi - lo <= len(nexts):  # the node's children the state reads
+                for child in range(lo, hi):
+                    to = flat[base | bytes_[child]]
+                    if to:
+                        todo.append((child, to, text + _ONE[bytes_[child]]))
+                break
+            for byte in nexts:  # the state's bytes the node has a child for
+                child = bisect_left(bytes_, byte, lo, hi)
+                if child < hi and bytes_[child] == byte:
+                    todo.append((child, flat[base | byte], text + _ONE[byte]))
+            break
     stays = np.zeros(words, _U4)
     view = memoryview(stays)  # Python ints: no numpy scalars (~0.3 us a token less)
     for token in found:
