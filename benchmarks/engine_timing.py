@@ -99,6 +99,7 @@ class EngineRuns:
     accepts: list[float] = field(default_factory=list)
     kept: list[np.ndarray] = field(default_factory=list)  # the first repeat's masks
     rejected: list[list[int]] = field(default_factory=list)
+    warm: list[float] = field(default_factory=list)
     compiled: Any = None
     error: str | None = None
 
@@ -130,12 +131,14 @@ class EngineRuns:
         self.cold.append(stats_us(fills))
         self.cold_cpu.append(stats_us(cpu_fills))
 
-    def result(self, sequences: list[list[int]], words: int, instances: int) -> dict[str, Any]:
-        """Medians over the repeats, each repeat's cold mean, and a warm walk of every
-        sequence (the last compiled grammar, walked again)."""
-        warm: list[float] = []
+    def walk_warm(self, sequences: list[list[int]], words: int) -> None:
+        """A warm walk of every sequence: the last compiled grammar walked again, right
+        after its cold walk (in the same turn, before another engine runs)."""
         for seq in sequences:
-            warm += walk(self.engine.matcher(self.compiled), seq, words, None)[0]
+            self.warm += walk(self.engine.matcher(self.compiled), seq, words, None)[0]
+
+    def result(self, instances: int) -> dict[str, Any]:
+        """Medians over the repeats, each repeat's cold mean, and the warm walk's statistics."""
         result: dict[str, Any] = {
             "compile_ms": round(statistics.median(self.compile_s) * 1e3, 3),
             "first_mask_ms": round(statistics.median(self.first_s) * 1e3, 3),
@@ -147,7 +150,7 @@ class EngineRuns:
         }
         if instances:
             result["mask_us_cold_instances_only"] = median_stats(self.cold_instances)
-        result["mask_us_warm"] = stats_us(warm)
+        result["mask_us_warm"] = stats_us(self.warm)
         result["accept_us"] = stats_us(self.accepts)
         result["rejected"] = self.rejected  # [sequence, step, token] where its matcher said no
         return result
@@ -162,7 +165,8 @@ def measure_engines(
     instances: int = 0,
 ) -> dict[str, EngineRuns]:
     """Every engine on one schema, interleaved: repeat r runs each engine's compile and cold
-    walk in turn, starting with the (r mod n)-th. An engine whose compile or walk raises (a
+    walk in turn, starting with the (r mod n)-th; the last repeat's turn ends with the warm
+    walk. An engine whose compile or walk raises (a
     refusal is a result, not a crash) keeps its error and takes no more turns. With
     `instances`, the cold statistics of the first `instances` sequences alone too."""
     runs = {name: EngineRuns(engine) for name, engine in engines.items()}
@@ -174,6 +178,8 @@ def measure_engines(
                 continue
             try:
                 run.repeat(schema, sequences, words, instances)
+                if rep == repeats - 1:
+                    run.walk_warm(sequences, words)
             except Exception as error:  # noqa: BLE001 - an engine refusing a schema
                 run.error = f"{type(error).__name__}: {error}"[:300]
     return runs

@@ -134,7 +134,7 @@ def bench_schema(
         if run.error is not None:
             row["engines"][ename] = {"error": run.error}
             continue
-        result = run.result(sequences, words, n_instances)
+        result = run.result(n_instances)
         if ename == "kor":
             result |= kor_memory(run.compiled)
         elif ename == "xgrammar":

@@ -140,7 +140,7 @@ def bench(
         if run.error is not None:
             row["engines"][ename] = {"error": run.error}
             continue
-        row["engines"][ename] = run.result(sequences, words, 0)
+        row["engines"][ename] = run.result(0)
         masks[ename] = run.kept
     row["paired_cold_ratio"] = paired_ratios(row["engines"])
     row["agreement"] = {e: agreement(masks["kor"], masks[e], info) for e in masks if e != "kor"}

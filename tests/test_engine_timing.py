@@ -49,6 +49,7 @@ class FakeEngine:
         return f"{self.name}:{schema}"
 
     def matcher(self, compiled: str) -> FakeMatcher:
+        self.log.append(f"{self.name}.m")
         return FakeMatcher()
 
 
@@ -56,11 +57,15 @@ def test_engines_take_turns_in_a_rotating_order(timing: Any) -> None:
     log: list[str] = []
     engines = {n: FakeEngine(n, log) for n in ("a", "b", "c")}
     runs = timing.measure_engines(engines, "s", [[0, 1, 2]], words=2, repeats=4)
-    assert log == ["a", "b", "c", "b", "c", "a", "c", "a", "b", "a", "b", "c"]
+    compiles = [entry for entry in log if "." not in entry]
+    assert compiles == ["a", "b", "c", "b", "c", "a", "c", "a", "b", "a", "b", "c"]
+    # a compile makes the first matcher (the cold walk's); the last repeat's turn ends with
+    # the warm walk's matcher, before the next engine compiles
+    assert log[-9:] == ["a", "a.m", "a.m", "b", "b.m", "b.m", "c", "c.m", "c.m"]
     for run in runs.values():
         assert run.error is None
         assert len(run.cold) == len(run.compile_s) == 4
-        result = run.result([[0, 1, 2]], 2, 0)
+        result = run.result(0)
         assert len(result["cold_means_by_repeat"]) == 4
         assert result["mask_us_cold"]["n"] == result["mask_us_warm"]["n"] == 3
 
@@ -70,7 +75,7 @@ def test_a_refusing_engine_keeps_its_error_and_the_others_go_on(timing: Any) -> 
     engines = {"a": FakeEngine("a", log), "b": FakeEngine("b", log, refuse=True)}
     runs = timing.measure_engines(engines, "s", [[0, 1]], words=1, repeats=3)
     assert runs["b"].error == "ValueError: b refuses s"
-    assert log.count("b") == 1 and log.count("a") == 3
+    assert log.count("b") == 1 and log.count("a") == 3 and "b.m" not in log
     assert runs["a"].error is None and len(runs["a"].cold) == 3
 
 
